@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make run` (set up + demo server) and `make test`.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8080
+DATA ?= ./scdb-data
+
+.PHONY: setup run test test-fast lint bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml scripts/setup.sh
+	PYTHON=$(PYTHON) bash scripts/setup.sh
+	@touch $@
+
+run: setup
+	$(VENV)/bin/superchargedb serve --data $(DATA) --port $(PORT) --demo
+
+test: setup
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
+
+lint: setup
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/mypy
+
+bench: setup
+	$(PY) bench/scifact.py
+
+clean:
+	rm -rf $(VENV) $(DATA)

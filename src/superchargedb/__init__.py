@@ -1,0 +1,9 @@
+"""SuperChargeDB: a self-hostable multimodal retrieval database with cited answers.
+
+onnxruntime is imported first on purpose: importing usearch's native module before
+onnxruntime's segfaults the interpreter on this platform (see docs/decisions.md, D-101).
+"""
+
+import onnxruntime as _ort  # noqa: F401  (import order matters, see above)
+
+__version__ = "0.1.0"

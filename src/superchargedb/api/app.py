@@ -1,0 +1,177 @@
+"""The HTTP API: thin adapters over the service facade (the only module importing FastAPI)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..errors import SCDBError
+from ..schemas import AegisQuery, IngestRequest
+from ..service import Service
+from ..types import Principal
+from .body import BodyLimitMiddleware, parse_json
+from .openapi import ERROR_RESPONSES, body_schema, install_openapi
+
+log = logging.getLogger("superchargedb.api")
+
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class OrjsonResponse(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def error_response(exc: SCDBError) -> Response:
+    return OrjsonResponse({"error": exc.to_dict()}, status_code=exc.http_status)
+
+
+def create_app(svc: Service) -> FastAPI:
+    app = FastAPI(
+        title="SuperChargeDB",
+        version=__version__,
+        description="Multimodal retrieval with hybrid search and cited answers.",
+        default_response_class=OrjsonResponse,
+    )
+    app.state.svc = svc
+    s = svc.settings
+    app.add_middleware(BodyLimitMiddleware, max_bytes=s.max_body_bytes)
+
+    @app.middleware("http")
+    async def headers(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        rid = uuid.uuid4().hex[:16]
+        response = await call_next(request)
+        for k, v in SECURITY_HEADERS.items():
+            response.headers.setdefault(k, v)
+        response.headers["X-Request-Id"] = rid
+        return response
+
+    @app.exception_handler(SCDBError)
+    async def _scdb(_: Request, exc: SCDBError) -> Response:
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> Response:
+        errs = exc.errors()
+        first = errs[0] if errs else {"loc": [], "msg": "invalid request"}
+        where = ".".join(str(p) for p in first.get("loc", []))
+        body = {
+            "error": {
+                "code": "validation_error",
+                "message": f"{where}: {first.get('msg')}",
+            }
+        }
+        return OrjsonResponse(body, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> Response:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return OrjsonResponse(
+            {"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code
+        )
+
+    @app.exception_handler(Exception)
+    async def _internal(_: Request, exc: Exception) -> Response:
+        log.exception("unhandled error")
+        return OrjsonResponse(
+            {"error": {"code": "internal", "message": "internal error"}}, status_code=500
+        )
+
+    async def principal(
+        authorization: str | None = Header(default=None, include_in_schema=False),
+    ) -> Principal:
+        return await run_in_threadpool(svc.authenticate, authorization)
+
+    async def body_of(request: Request) -> Any:
+        return parse_json(await request.body(), s.max_json_depth)
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"], responses={503: ERROR_RESPONSES[503]})
+    async def readyz() -> Response:
+        if svc.ready:
+            return OrjsonResponse({"status": "ready"})
+        return OrjsonResponse(
+            {"error": {"code": "unavailable", "message": "index replay in progress"}},
+            status_code=503,
+        )
+
+    @app.post(
+        "/v1/ingest",
+        tags=["units"],
+        responses=ERROR_RESPONSES.subset(401, 402, 403, 413, 422),
+        openapi_extra=body_schema(IngestRequest),
+    )
+    async def ingest(
+        request: Request,
+        p: Principal = Depends(principal),
+        x_aegis_scope: str | None = Header(default=None),
+    ) -> Any:
+        body = await body_of(request)
+        return await run_in_threadpool(svc.ingest, p, body, x_aegis_scope)
+
+    @app.post(
+        "/v1/search",
+        tags=["search"],
+        responses=ERROR_RESPONSES.subset(401, 402, 403, 413, 422),
+        openapi_extra=body_schema(AegisQuery),
+    )
+    async def search(
+        request: Request,
+        p: Principal = Depends(principal),
+        x_aegis_scope: str | None = Header(default=None),
+        scope: str | None = Query(default=None),
+    ) -> Any:
+        body = await body_of(request)
+        return await run_in_threadpool(svc.search, p, body, x_aegis_scope, scope)
+
+    @app.get(
+        "/v1/units/{unit_id}",
+        tags=["units"],
+        responses=ERROR_RESPONSES.subset(401, 403, 404, 422),
+    )
+    async def get_unit(unit_id: str, p: Principal = Depends(principal)) -> Any:
+        return await run_in_threadpool(svc.get_unit, p, unit_id)
+
+    @app.delete(
+        "/v1/units/{unit_id}",
+        tags=["units"],
+        responses=ERROR_RESPONSES.subset(401, 403, 404, 422),
+    )
+    async def delete_unit(unit_id: str, p: Principal = Depends(principal)) -> Any:
+        return await run_in_threadpool(svc.delete_unit, p, unit_id)
+
+    @app.delete(
+        "/v1/docs/{doc_id}",
+        tags=["docs"],
+        responses=ERROR_RESPONSES.subset(401, 403, 404, 422),
+    )
+    async def delete_doc(
+        doc_id: str,
+        p: Principal = Depends(principal),
+        x_aegis_scope: str | None = Header(default=None),
+        scope: str | None = Query(default=None),
+    ) -> Any:
+        return await run_in_threadpool(svc.delete_doc, p, doc_id, x_aegis_scope, scope)
+
+    install_openapi(app)
+    return app

@@ -1,0 +1,147 @@
+"""Principals and API keys: keys are stored only as SHA-256 hashes (DESIGN §8)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterable
+
+from ..errors import AuthError, ConflictError, ValidationError
+from ..types import PERMS, TIERS, Principal
+from .scopes import check_scope, within_any
+
+KEY_PREFIX = "aegis_sk_"
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def new_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def validate_principal_fields(
+    perms: Iterable[str], tier: str, scopes: Iterable[str], active_scope: str | None
+) -> tuple[list[str], list[str], str]:
+    perms = sorted(set(perms))
+    bad = [p for p in perms if p not in PERMS]
+    if bad:
+        raise ValidationError(f"unknown perms {bad}; choose from {list(PERMS)}")
+    if tier not in TIERS:
+        raise ValidationError(f"unknown tier {tier!r}; choose from {list(TIERS)}")
+    scopes = sorted({check_scope(s) for s in scopes})
+    if not scopes:
+        raise ValidationError("a principal needs at least one scope")
+    active = check_scope(active_scope or scopes[0], "active_scope")
+    if not within_any(active, scopes):
+        raise ValidationError("active_scope must lie within the principal's scopes")
+    return perms, scopes, active
+
+
+def create_principal(
+    conn: sqlite3.Connection,
+    name: str,
+    *,
+    perms: Iterable[str],
+    tier: str,
+    scopes: Iterable[str],
+    active_scope: str | None = None,
+    groups: Iterable[str] = (),
+    doc_quota: int | None = None,
+) -> Principal:
+    perms_l, scopes_l, active = validate_principal_fields(perms, tier, scopes, active_scope)
+    groups_l = sorted(set(groups))
+    pid = "p_" + uuid.uuid4().hex[:16]
+    try:
+        conn.execute(
+            "INSERT INTO principals(id, name, perms, tier, scopes, active_scope, groups,"
+            " doc_quota, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                pid,
+                name,
+                json.dumps(perms_l),
+                tier,
+                json.dumps(scopes_l),
+                active,
+                json.dumps(groups_l),
+                doc_quota,
+                _now_ms(),
+            ),
+        )
+    except sqlite3.IntegrityError:
+        raise ConflictError(f"principal {name!r} already exists") from None
+    return Principal(
+        id=pid,
+        name=name,
+        perms=frozenset(perms_l),
+        tier=tier,
+        scopes=tuple(scopes_l),
+        active_scope=active,
+        groups=frozenset(groups_l),
+        doc_quota=doc_quota,
+    )
+
+
+def add_key(
+    conn: sqlite3.Connection,
+    principal_id: str,
+    key: str | None = None,
+    expires_at: int | None = None,
+) -> tuple[str, str]:
+    """Store a key's hash; returns ``(key_id, key)``. The key is shown once, never stored."""
+    key = key or new_key()
+    kid = "k_" + uuid.uuid4().hex[:16]
+    conn.execute(
+        "INSERT INTO api_keys(id, principal_id, key_hash, prefix, created_at, expires_at)"
+        " VALUES (?,?,?,?,?,?)",
+        (kid, principal_id, hash_key(key), key[:12], _now_ms(), expires_at),
+    )
+    return kid, key
+
+
+def row_to_principal(row: sqlite3.Row) -> Principal:
+    return Principal(
+        id=row["id"],
+        name=row["name"],
+        perms=frozenset(json.loads(row["perms"])),
+        tier=row["tier"],
+        scopes=tuple(json.loads(row["scopes"])),
+        active_scope=row["active_scope"],
+        groups=frozenset(json.loads(row["groups"])),
+        doc_quota=row["doc_quota"],
+    )
+
+
+_AUTH_SQL = (
+    "SELECT p.*, k.key_hash, k.expires_at, k.revoked_at FROM api_keys k"
+    " JOIN principals p ON p.id = k.principal_id WHERE k.key_hash = ?"
+)
+
+
+def authenticate(conn: sqlite3.Connection, authorization: str | None) -> Principal:
+    """``Authorization: Bearer <key>`` -> Principal, or 401 (same message for every failure)."""
+    if not authorization or not authorization.startswith("Bearer "):
+        raise AuthError("missing or malformed Authorization: Bearer <api key>")
+    key = authorization[len("Bearer ") :].strip()
+    if not key or len(key) > 256:
+        raise AuthError("invalid API key")
+    digest = hash_key(key)
+    row = conn.execute(_AUTH_SQL, (digest,)).fetchone()
+    # The lookup is by hash; the compare is constant-time all the same.
+    if row is None or not hmac.compare_digest(row["key_hash"], digest):
+        raise AuthError("invalid API key")
+    if row["revoked_at"] is not None or row["disabled"]:
+        raise AuthError("invalid API key")
+    if row["expires_at"] is not None and row["expires_at"] <= _now_ms():
+        raise AuthError("invalid API key")
+    return row_to_principal(row)

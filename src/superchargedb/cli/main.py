@@ -1,0 +1,74 @@
+"""The ``superchargedb`` command line (the only module importing Typer)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import sys
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    help="SuperChargeDB: multimodal retrieval with cited answers.", no_args_is_help=True
+)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@app.command()
+def serve(
+    data: Path = typer.Option(Path("./scdb-data"), "--data", help="Data directory"),
+    host: str = typer.Option("127.0.0.1", help="Bind address"),
+    port: int = typer.Option(8080, help="Port"),
+    demo: bool = typer.Option(False, "--demo", help="Seed the demo principals and corpus"),
+    allow_remote: bool = typer.Option(
+        False, "--allow-remote", help="Allow binding to a non-loopback address"
+    ),
+    workers: int = typer.Option(1, help="Must be 1 with the embedded store"),
+) -> None:
+    """Serve the HTTP API over a data directory."""
+    import uvicorn
+
+    from ..api.app import create_app
+    from ..service import Service
+    from ..settings import Settings
+
+    if not _is_loopback(host) and not allow_remote:
+        typer.echo(f"refusing to bind to non-loopback {host} without --allow-remote", err=True)
+        raise typer.Exit(2)
+    if workers != 1:
+        typer.echo("the embedded store is owned by one process: --workers must be 1", err=True)
+        raise typer.Exit(2)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = Settings(data_dir=data, host=host, port=port)
+    svc = Service(settings)
+    try:
+        if demo:
+            from ..demo import seed
+
+            out = seed(svc)
+            n = sum(r["ingested"] for r in out.values())
+            typer.echo(f"demo: principals alice/bob/carol ready, {n} new Units ingested")
+        typer.echo(f"SuperChargeDB listening on http://{host}:{port} (data: {data})")
+        uvicorn.run(create_app(svc), host=host, port=port, log_level="warning")
+    finally:
+        svc.close()
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""One error hierarchy with stable machine codes.
+
+    SCDBError (500 internal)
+    ├── AuthError (401 unauthorized)
+    ├── ForbiddenError (403 forbidden)
+    │   └── ScopeForbiddenError (403 forbidden_scope)
+    ├── PaymentError (402)
+    │   ├── UpgradeRequiredError (402 upgrade_required, required_tier)
+    │   └── QuotaExceededError (402 quota_exceeded, limit/used/requested)
+    ├── NotFoundError (404 not_found)
+    ├── ConflictError (409 conflict)
+    ├── PayloadTooLargeError (413 payload_too_large)
+    ├── ValidationError (422 validation_error)
+    ├── RateLimitedError (429 rate_limited)
+    └── UnavailableError (503 unavailable)
+
+The API renders every one of them as ``{"error": {"code", "message", ...extra}}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SCDBError(Exception):
+    code = "internal"
+    http_status = 500
+
+    def __init__(self, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.extra = extra
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, **self.extra}
+
+
+class AuthError(SCDBError):
+    code = "unauthorized"
+    http_status = 401
+
+
+class ForbiddenError(SCDBError):
+    code = "forbidden"
+    http_status = 403
+
+
+class ScopeForbiddenError(ForbiddenError):
+    code = "forbidden_scope"
+
+
+class PaymentError(SCDBError):
+    code = "payment_required"
+    http_status = 402
+
+
+class UpgradeRequiredError(PaymentError):
+    code = "upgrade_required"
+
+
+class QuotaExceededError(PaymentError):
+    code = "quota_exceeded"
+
+
+class NotFoundError(SCDBError):
+    code = "not_found"
+    http_status = 404
+
+
+class ConflictError(SCDBError):
+    code = "conflict"
+    http_status = 409
+
+
+class PayloadTooLargeError(SCDBError):
+    code = "payload_too_large"
+    http_status = 413
+
+
+class ValidationError(SCDBError):
+    code = "validation_error"
+    http_status = 422
+
+
+class RateLimitedError(SCDBError):
+    code = "rate_limited"
+    http_status = 429
+
+
+class UnavailableError(SCDBError):
+    code = "unavailable"
+    http_status = 503

@@ -1,0 +1,249 @@
+"""``POST /v1/ingest``: validate -> gate -> chunk -> embed -> one transaction -> apply -> ack.
+
+DECISIONS 12-18: whole-request failures (401/403/402/413) store nothing; per-Unit failures are
+``ok: false`` in ``results[i]``; every valid Unit of the batch commits in ONE transaction with its
+outbox rows, quota use, generation bumps and one audit record; the ack follows the in-memory apply.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..auth.scopes import check_scope, within_any
+from ..errors import (
+    ForbiddenError,
+    PayloadTooLargeError,
+    QuotaExceededError,
+    SCDBError,
+    ScopeForbiddenError,
+    UpgradeRequiredError,
+)
+from ..storage import audit
+from ..storage import units as units_sql
+from ..types import TIER_PLANES, TIERS, Principal
+from .chunking import chunk_text
+from .prepare import Prepared, chunk_prepared, error_result, prepare_unit
+
+if TYPE_CHECKING:
+    from ..service import Service
+
+
+@dataclass
+class _Outcome:
+    status: str
+    unit_ids: list[str]
+
+
+def required_tier(plane: str) -> str:
+    return next(t for t in TIERS if plane in TIER_PLANES[t])
+
+
+class Ingestor:
+    def __init__(self, svc: Service) -> None:
+        self.svc = svc
+
+    def ingest(
+        self,
+        principal: Principal,
+        units: Sequence[Any],
+        header_scope: str | None,
+        mode: str = "replace",
+    ) -> dict[str, Any]:
+        s = self.svc.settings
+        if not principal.has("write"):
+            raise ForbiddenError("the write permission is required to ingest")
+        if header_scope is not None:
+            check_scope(header_scope, "X-Aegis-Scope")
+            if not within_any(header_scope, principal.scopes):
+                raise ScopeForbiddenError("X-Aegis-Scope is outside your effective scopes")
+        if len(units) > s.max_batch_units:
+            raise PayloadTooLargeError(
+                f"batch of {len(units)} units exceeds the limit of {s.max_batch_units}",
+                limit=s.max_batch_units,
+            )
+        target = header_scope or principal.active_scope
+        results: list[dict[str, Any] | None] = [None] * len(units)
+        prepared: list[Prepared] = []
+        for i, raw in enumerate(units):
+            try:
+                prepared.append(
+                    prepare_unit(i, raw, principal, target, header_scope, s.max_text_chars)
+                )
+            except SCDBError as exc:
+                results[i] = error_result(exc)
+        # Tier plane gate: the whole batch fails before anything is stored (seed 002).
+        allowed = TIER_PLANES.get(principal.tier, ())
+        for p in prepared:
+            if p.plane not in allowed:
+                raise UpgradeRequiredError(
+                    f"the {principal.tier} tier cannot ingest into the {p.plane} plane",
+                    required_tier=required_tier(p.plane),
+                    plane=p.plane,
+                )
+        fresh = self._skip_known(prepared)
+        self._chunk_and_embed(fresh)
+        with self.svc.catalog.write_lock():
+            with self.svc.catalog.write() as conn:
+                outcomes = self._write(conn, principal, prepared, mode)
+            self.svc.sync.apply_pending()
+        ingested = 0
+        for p, out in zip(prepared, outcomes, strict=True):
+            res: dict[str, Any] = {"ok": True, "unit_id": out.unit_ids[0], "status": out.status}
+            if len(out.unit_ids) > 1:
+                res["unit_ids"] = out.unit_ids
+            if out.status == "created":
+                ingested += len(out.unit_ids)
+            results[p.index] = res
+        return {"ingested": ingested, "results": results}
+
+    def _skip_known(self, prepared: list[Prepared]) -> list[Prepared]:
+        """Units already stored under the same idempotency key need no embedding."""
+        conn = self.svc.catalog.reader()
+        return [
+            p
+            for p in prepared
+            if not units_sql.find_by_key(conn, p.scope, p.doc_id, p.acl_owner, p.content_hash)
+        ]
+
+    def _chunk_and_embed(self, prepared: list[Prepared]) -> None:
+        s = self.svc.settings
+        emb = self.svc.embedder
+        for p in prepared:
+            kind = "lines" if p.modality in ("code", "log") else "prose"
+            chunks = chunk_text(
+                p.text,
+                emb,
+                max_tokens=s.chunk_tokens,
+                overlap_tokens=s.chunk_overlap_tokens,
+                kind=kind,
+            )
+            chunk_prepared(p, chunks)
+        texts = [t for p in prepared for t, _ in p.chunks]
+        vecs = emb.embed(texts) if texts else np.zeros((0, emb.dim), np.float32)
+        i = 0
+        for p in prepared:
+            p.vectors = vecs[i : i + len(p.chunks)]
+            i += len(p.chunks)
+
+    def _write(
+        self, conn: sqlite3.Connection, principal: Principal, prepared: list[Prepared], mode: str
+    ) -> list[_Outcome]:
+        self._check_quota(conn, principal, prepared)
+        now = units_sql.now_ms()
+        outcomes: list[_Outcome] = []
+        kept: dict[tuple[str, str, str], set[int]] = {}
+        touched_scopes: set[str] = set()
+        content_hashes: list[str] = []
+        for p in prepared:
+            doc_key = (p.scope, p.doc_id, p.acl_owner)
+            existing = units_sql.find_by_key(conn, p.scope, p.doc_id, p.acl_owner, p.content_hash)
+            if existing:
+                ids = [int(r["id"]) for r in existing]
+                status = "unchanged"
+                if json.loads(existing[0]["acl_groups"]) != p.acl_groups:
+                    units_sql.update_acl(conn, ids, p.acl_groups)
+                    status = "updated"
+                    touched_scopes.add(p.scope)
+                kept.setdefault(doc_key, set()).update(ids)
+                outcomes.append(_Outcome(status, [r["unit_id"] for r in existing]))
+                continue
+            if not p.chunks:  # raced in by a concurrent batch after _skip_known: embed now
+                self._chunk_and_embed([p])
+            vectors = p.vectors
+            ids, uids = [], []
+            for ci, ((text, loc), vec) in enumerate(zip(p.chunks, vectors, strict=True)):
+                uid = units_sql.uuid7()
+                event_at = p.event_at if p.event_at is not None else now
+                row = {
+                    "unit_id": uid,
+                    "scope": p.scope,
+                    "doc_id": p.doc_id,
+                    "modality": p.modality,
+                    "plane": p.plane,
+                    "source_uri": p.source_uri,
+                    "mime": p.mime,
+                    "text": text,
+                    "acl_owner": p.acl_owner,
+                    "acl_groups": p.acl_groups,
+                    "content_hash": p.content_hash,
+                    "chunk_idx": ci,
+                    "n_chunks": len(p.chunks),
+                    **(loc.to_columns() if loc else {}),
+                    "created_at": now,
+                    "event_at": event_at,
+                    "t_bucket": event_at // 3_600_000,
+                    "created_by": principal.name,
+                    "model_id": self.svc.embedder.model_id,
+                }
+                ids.append(units_sql.insert_unit(conn, row, vec))
+                uids.append(uid)
+            conn.execute(
+                "INSERT OR IGNORE INTO docs(scope, doc_id, acl_owner, created_by, created_at)"
+                " VALUES (?,?,?,?,?)",
+                (p.scope, p.doc_id, p.acl_owner, principal.name, now),
+            )
+            kept.setdefault(doc_key, set()).update(ids)
+            touched_scopes.add(p.scope)
+            content_hashes.append(p.content_hash)
+            outcomes.append(_Outcome("created", uids))
+        removed: list[str] = []
+        if mode == "replace":
+            for (scope, doc_id, owner), keep in kept.items():
+                stale = [
+                    int(r[0])
+                    for r in conn.execute(
+                        "SELECT id FROM units WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
+                        (scope, doc_id, owner),
+                    )
+                    if int(r[0]) not in keep
+                ]
+                if stale:
+                    removed += [r["unit_id"] for r in units_sql.delete_rows(conn, stale)]
+                    touched_scopes.add(scope)
+        if touched_scopes:
+            units_sql.bump_generations(conn, touched_scopes)
+            record = {
+                "scopes": sorted(touched_scopes),
+                "created": [u for o in outcomes if o.status == "created" for u in o.unit_ids],
+                "updated": [u for o in outcomes if o.status == "updated" for u in o.unit_ids],
+                "removed": removed,
+                "merkle_root": audit.merkle_root(content_hashes),
+            }
+            audit.append(conn, self.svc.audit_key, principal.name, "ingest", record)
+        return outcomes
+
+    def _check_quota(
+        self, conn: sqlite3.Connection, principal: Principal, prepared: list[Prepared]
+    ) -> None:
+        """Quota = distinct documents created; checked in the batch transaction (DECISIONS 18)."""
+        if principal.doc_quota is None:
+            return
+        new_docs = set()
+        for p in prepared:
+            key = (p.scope, p.doc_id, p.acl_owner)
+            if key in new_docs:
+                continue
+            hit = conn.execute(
+                "SELECT 1 FROM docs WHERE scope = ? AND doc_id = ? AND acl_owner = ?", key
+            ).fetchone()
+            if hit is None:
+                new_docs.add(key)
+        if not new_docs:
+            return
+        used = conn.execute(
+            "SELECT COUNT(*) FROM docs WHERE created_by = ?", (principal.name,)
+        ).fetchone()[0]
+        if used + len(new_docs) > principal.doc_quota:
+            raise QuotaExceededError(
+                f"document quota exceeded: {used} used of {principal.doc_quota}, "
+                f"{len(new_docs)} requested",
+                limit=principal.doc_quota,
+                used=used,
+                requested=len(new_docs),
+            )

@@ -1,0 +1,167 @@
+"""Per-Unit validation and preparation for ``POST /v1/ingest`` (DECISIONS 11, 12, 14, 15).
+
+Each raw Unit is validated on its own, so one bad Locator fails that Unit alone; what survives is
+resolved to a scope, plane, doc_id, owner and groups, hashed, and chunked into the token window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import Any
+
+import orjson
+from pydantic import ValidationError as PydanticValidationError
+
+from ..auth.scopes import is_valid_scope, scope_within, within_any
+from ..errors import SCDBError, ScopeForbiddenError, ValidationError
+from ..schemas import UnitIn, locator_from_in
+from ..types import Locator, Principal
+from .chunking import Chunk, chunk_text
+
+
+@dataclass
+class Prepared:
+    """A validated Unit ready to embed and write; ``chunks`` has one entry when it fits."""
+
+    index: int
+    scope: str
+    doc_id: str
+    modality: str
+    plane: str
+    source_uri: str
+    mime: str | None
+    locator: Locator | None
+    acl_owner: str
+    acl_groups: list[str]
+    content_hash: str
+    text: str
+    event_at: int | None
+    chunks: list[tuple[str, Locator | None]] = field(default_factory=list)
+    vectors: Any = None  # np.ndarray (n_chunks, dim) once embedded
+
+
+def pydantic_message(exc: PydanticValidationError) -> tuple[str, list[dict[str, Any]]]:
+    details = [
+        {"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]}
+        for e in exc.errors(include_url=False, include_context=False, include_input=False)
+    ]
+    first = details[0] if details else {"loc": [], "msg": "invalid"}
+    where = ".".join(first["loc"]) or "body"
+    return f"{where}: {first['msg']}", details
+
+
+def content_hash(u: UnitIn, text: str, source_uri: str, locator: Locator | None) -> str:
+    canon = {
+        "text": text,
+        "plane": u.plane,
+        "modality": u.modality,
+        "locator": locator.to_dict() if locator else None,
+        "source_uri": source_uri,
+        "mime": u.mime,
+    }
+    return hashlib.sha256(orjson.dumps(canon, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def prepare_unit(
+    index: int,
+    raw: Any,
+    principal: Principal,
+    target_scope: str,
+    header_scope: str | None,
+    max_text_chars: int,
+) -> Prepared:
+    """Validate one raw Unit; raises an SCDBError that becomes this Unit's ``ok: false``."""
+    if not isinstance(raw, dict):
+        raise ValidationError("each unit must be a JSON object")
+    try:
+        u = UnitIn.model_validate(raw)
+    except PydanticValidationError as exc:
+        msg, details = pydantic_message(exc)
+        raise ValidationError(msg, details=details) from None
+    scope = u.scope if u.scope is not None else target_scope
+    if not is_valid_scope(scope):
+        raise ValidationError("scope: invalid scope grammar", field="scope")
+    if header_scope is not None and not scope_within(scope, header_scope):
+        raise ScopeForbiddenError("unit scope lies outside the X-Aegis-Scope of this request")
+    if not within_any(scope, principal.scopes):
+        raise ScopeForbiddenError("unit scope lies outside your effective scopes")
+    if u.text is None:
+        # Raw-bytes derivation (source_uri + mime, no text) arrives with the media pipeline.
+        raise ValidationError(
+            "text is required: deriving Units from raw objects is not available in this build",
+            field="text",
+        )
+    text = u.text
+    if not text.strip():
+        raise ValidationError("text is empty", field="text")
+    if len(text) > max_text_chars:
+        raise ValidationError(
+            f"text longer than the limit of {max_text_chars} characters", field="text"
+        )
+    owner = u.acl_owner or principal.name
+    if owner != principal.name and not principal.has("admin"):
+        raise ValidationError(
+            "only an admin may set acl_owner to another principal", field="acl_owner"
+        )
+    groups = sorted(set(u.acl_groups if u.acl_groups is not None else principal.groups))
+    locator = locator_from_in(u.locator) if u.locator is not None else None
+    if u.doc_id is not None:
+        doc_id = u.doc_id
+    else:
+        basis = u.source_uri if u.source_uri is not None else text
+        doc_id = "d_" + hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    source_uri = u.source_uri or f"{scope}/{doc_id}"
+    event_at = None
+    if u.captured_at is not None:
+        cap = u.captured_at
+        if cap.tzinfo is None:
+            cap = cap.replace(tzinfo=UTC)
+        event_at = int(cap.timestamp() * 1000)
+        if locator is not None and locator.t_start_ms is not None:
+            event_at += locator.t_start_ms
+    return Prepared(
+        index=index,
+        scope=scope,
+        doc_id=doc_id,
+        modality=u.modality,
+        plane=str(u.plane),
+        source_uri=source_uri,
+        mime=u.mime,
+        locator=locator,
+        acl_owner=owner,
+        acl_groups=groups,
+        content_hash=content_hash(u, text, source_uri, locator),
+        text=text,
+        event_at=event_at,
+    )
+
+
+def chunk_prepared(p: Prepared, chunks: list[Chunk]) -> None:
+    """Attach ``(text, locator)`` per chunk; child Locators are relative to the submitted text."""
+    if len(chunks) <= 1:
+        p.chunks = [(p.text, p.locator)]
+        return
+    by_lines = p.modality in ("code", "log")
+    base_char = p.locator.start if p.locator and p.locator.kind == "char_span" else 0
+    base_line = p.locator.start if p.locator and p.locator.kind == "line_range" else 1
+    out: list[tuple[str, Locator | None]] = []
+    for c in chunks:
+        if p.locator is not None and p.locator.kind in ("bbox", "time_range"):
+            loc: Locator | None = p.locator
+        elif by_lines or (p.locator is not None and p.locator.kind == "line_range"):
+            ls = c.line_start or 1
+            le = c.line_end or ls
+            loc = Locator(kind="line_range", start=base_line + ls - 1, end=base_line + le - 1)
+        else:
+            loc = Locator(kind="char_span", start=base_char + c.start, end=base_char + c.end)
+        out.append((c.text, loc))
+    p.chunks = out
+
+
+def error_result(exc: SCDBError) -> dict[str, Any]:
+    return {"ok": False, "error": exc.to_dict()}
+
+
+__all__ = ["Prepared", "prepare_unit", "chunk_prepared", "chunk_text", "error_result"]

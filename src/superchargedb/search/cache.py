@@ -1,0 +1,84 @@
+"""An ACL-safe, byte-bounded result cache (DECISIONS 28).
+
+The key is a sha256 over everything that can change a result or who may see it: the endpoint,
+every query field, the clamped scopes, the principal's id, groups, perms and tier, the generation
+of every scope involved (read at request start) and the model/index versions. A write bumps the
+generations of the written scope and its ancestors inside its transaction, so a search over
+``acme/alpha`` is invalidated by a write in ``acme/alpha/x`` but one over ``acme/beta`` is not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+
+from ..auth import scopes as scopes_mod
+from ..types import Principal
+
+
+def cache_key(
+    endpoint: str,
+    query: dict[str, Any],
+    effective_scopes: list[str],
+    principal: Principal,
+    generations: dict[str, int],
+    versions: str,
+) -> str:
+    groups_only = "cache_groups_only" in scopes_mod.MUTATIONS  # test-only injected bug
+    material = {
+        "endpoint": endpoint,
+        "query": query,
+        "scopes": sorted(effective_scopes),
+        "principal": None if groups_only else principal.id,
+        "groups": sorted(principal.groups),
+        "perms": None if groups_only else sorted(principal.perms),
+        "tier": principal.tier,
+        "gens": sorted(generations.items()),
+        "versions": versions,
+    }
+    return hashlib.sha256(orjson.dumps(material, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+class ResultCache:
+    """LRU bounded by the serialized size of its values."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> Any | None:
+        with self._lock:
+            raw = self._data.get(key)
+            if raw is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+        return orjson.loads(raw)
+
+    def put(self, key: str, value: Any) -> None:
+        raw = orjson.dumps(value)
+        if len(raw) > self.max_bytes // 4:
+            return
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._bytes -= len(old)
+            self._data[key] = raw
+            self._bytes += len(raw)
+            while self._bytes > self.max_bytes and self._data:
+                _, ev = self._data.popitem(last=False)
+                self._bytes -= len(ev)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self._bytes = 0

@@ -1,0 +1,265 @@
+"""The service facade: the one object the API, the CLI and the tests call.
+
+It owns the data dir (lock, catalog, vector index, audit key, cache, embedder) and composes the
+ingest and search pipelines. Nothing here knows about HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError as PydanticValidationError
+
+from .auth import principals as principals_mod
+from .auth.acl import visible_sql
+from .auth.scopes import check_scope, clamp
+from .errors import ForbiddenError, NotFoundError, UpgradeRequiredError, ValidationError
+from .ingest.pipeline import Ingestor, required_tier
+from .ingest.prepare import pydantic_message
+from .models.embedder import Embedder, make_embedder
+from .schemas import AegisQuery
+from .search.cache import ResultCache, cache_key
+from .search.hybrid import Searcher
+from .settings import Settings
+from .storage import audit
+from .storage import units as units_sql
+from .storage.catalog import Catalog
+from .storage.index_sync import IndexSync
+from .storage.lock import DataDirLock
+from .storage.vectors import VectorStore
+from .types import TIER_PLANES, Locator, Principal, Trace
+
+log = logging.getLogger(__name__)
+
+
+class Service:
+    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        data = Path(settings.data_dir)
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "index").mkdir(exist_ok=True)
+        (data / "objects").mkdir(exist_ok=True)
+        self.lock = DataDirLock(data)
+        self.lock.acquire()
+        try:
+            self.embedder = embedder or make_embedder(
+                settings.embedder,
+                max_tokens=settings.embed_max_tokens,
+                threads=settings.embed_threads,
+                batch_size=settings.embed_batch_size,
+                cache_size=settings.embed_cache_size,
+            )
+            self.catalog = Catalog(data / "catalog.db", settings.sqlite_synchronous)
+            self.audit_key = audit.load_key(settings.audit_key_file)
+            self.store = VectorStore(data / "index", self.embedder.dim, self.embedder.model_id)
+            self.sync = IndexSync(self.catalog, self.store, settings.checkpoint_every)
+            self.sync.startup()
+        except BaseException:
+            self.lock.release()
+            raise
+        self.cache = ResultCache(settings.cache_max_bytes)
+        self.ingestor = Ingestor(self)
+        self.searcher = Searcher(self)
+        self.versions = f"{self.embedder.model_id};rrf{settings.rrf_k};d{settings.leg_depth}"
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def close(self) -> None:
+        try:
+            with self.catalog.write_lock():
+                self.sync.checkpoint()
+        finally:
+            self.catalog.close()
+            self.lock.release()
+
+    @property
+    def ready(self) -> bool:
+        return self.sync.ready
+
+    # -- auth ------------------------------------------------------------------------------
+    def authenticate(self, authorization: str | None) -> Principal:
+        return principals_mod.authenticate(self.catalog.reader(), authorization)
+
+    def request_scope(
+        self, principal: Principal, header: str | None, query: str | None
+    ) -> list[str]:
+        """Scope of a read request: header or ?scope=, clamped to grants (DECISIONS 3, 4)."""
+        if header is not None and query is not None and header != query:
+            raise ValidationError("X-Aegis-Scope and ?scope= disagree", field="scope")
+        raw = header if header is not None else query
+        requested = check_scope(raw if raw is not None else principal.active_scope, "scope")
+        return clamp(requested, principal.scopes)
+
+    # -- ingest ----------------------------------------------------------------------------
+    def ingest(
+        self, principal: Principal, body: Any, header_scope: str | None = None
+    ) -> dict[str, Any]:
+        if not principal.has("write"):
+            raise ForbiddenError("the write permission is required to ingest")
+        if not isinstance(body, dict) or not isinstance(body.get("units"), list):
+            raise ValidationError('body must be an object with a "units" array', field="units")
+        extra = set(body) - {"units", "mode"}
+        if extra:
+            raise ValidationError(f"unknown top-level field(s): {sorted(extra)}")
+        mode = body.get("mode", "replace")
+        if mode not in ("replace", "append"):
+            raise ValidationError('mode must be "replace" or "append"', field="mode")
+        if not body["units"]:
+            raise ValidationError("units must not be empty", field="units")
+        return self.ingestor.ingest(principal, body["units"], header_scope, mode)
+
+    # -- search ----------------------------------------------------------------------------
+    def parse_query(self, body: Any, endpoint: str) -> AegisQuery:
+        if not isinstance(body, dict):
+            raise ValidationError("body must be a JSON object (an AegisQuery)")
+        if "scope" in body:
+            raise ValidationError(
+                "scope is not a query field: send X-Aegis-Scope or ?scope=", field="scope"
+            )
+        try:
+            q = AegisQuery.model_validate(body)
+        except PydanticValidationError as exc:
+            msg, details = pydantic_message(exc)
+            raise ValidationError(msg, details=details) from None
+        if endpoint == "search" and q.answer:
+            raise ValidationError("answer: true belongs to POST /v1/answer", field="answer")
+        return q
+
+    def query_planes(self, principal: Principal, q: AegisQuery) -> list[str]:
+        allowed = TIER_PLANES.get(principal.tier, ())
+        if q.planes is None:
+            return list(allowed)
+        for p in q.planes:
+            if p not in allowed:
+                raise UpgradeRequiredError(
+                    f"the {principal.tier} tier cannot query the {p} plane",
+                    required_tier=required_tier(p),
+                    plane=p,
+                )
+        return list(q.planes)
+
+    def search(
+        self,
+        principal: Principal,
+        body: Any,
+        header_scope: str | None = None,
+        query_scope: str | None = None,
+    ) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        if not principal.has("read"):
+            raise ForbiddenError("the read permission is required to search")
+        q = self.parse_query(body, "search")
+        scopes = self.request_scope(principal, header_scope, query_scope)
+        planes = self.query_planes(principal, q)
+        gens = units_sql.read_generations(self.catalog.reader(), scopes)
+        key = cache_key("search", q.model_dump(mode="json"), scopes, principal, gens, self.versions)
+        context = {"effective_scopes": scopes, "perms": sorted(principal.perms)}
+        cached = self.cache.get(key)
+        if cached is not None:
+            ms = (time.perf_counter() - t0) * 1000
+            cached["trace"] = {**cached["trace"], "cache": "hit", "total_ms": round(ms, 3)}
+            return dict(cached)
+        trace = Trace()
+        hits = self.searcher.run(principal, q, scopes, planes, trace)
+        out = {"hits": hits, "answer": None, "trace": trace.to_dict(), "context": context}
+        self.cache.put(key, out)
+        return out
+
+    # -- units -----------------------------------------------------------------------------
+    def _visible_row(self, principal: Principal, unit_id: str) -> Any:
+        vis, params = visible_sql("u", principal.scopes, principal.name, principal.groups)
+        return (
+            self.catalog.reader()
+            .execute(
+                f"SELECT {units_sql.UNIT_COLUMNS} FROM units u"
+                f" WHERE u.unit_id = ? AND u.seq <= ? AND {vis}",
+                (unit_id, self.sync.applied_seq, *params),
+            )
+            .fetchone()
+        )
+
+    def get_unit(self, principal: Principal, unit_id: str) -> dict[str, Any]:
+        if not principal.has("read"):
+            raise ForbiddenError("the read permission is required")
+        row = self._visible_row(principal, unit_id)
+        if row is None:
+            raise NotFoundError("unit not found")
+        return unit_dict(row)
+
+    def delete_unit(self, principal: Principal, unit_id: str) -> dict[str, Any]:
+        if not principal.has("write"):
+            raise ForbiddenError("the write permission is required to delete")
+        with self.catalog.write_lock():
+            row = self._visible_row(principal, unit_id)
+            if row is None:
+                raise NotFoundError("unit not found")
+            # Chunks of one submitted Unit live and die together.
+            siblings = [
+                int(r[0])
+                for r in self.catalog.reader().execute(
+                    "SELECT id FROM units WHERE scope = ? AND doc_id = ? AND acl_owner = ?"
+                    " AND content_hash = ?",
+                    (row["scope"], row["doc_id"], row["acl_owner"], row["content_hash"]),
+                )
+            ]
+            gone = self._delete(principal, siblings, "delete_unit")
+        return {"deleted": len(gone), "unit_ids": [r["unit_id"] for r in gone]}
+
+    def delete_doc(
+        self, principal: Principal, doc_id: str, header_scope: str | None, query_scope: str | None
+    ) -> dict[str, Any]:
+        if not principal.has("write"):
+            raise ForbiddenError("the write permission is required to delete")
+        scopes = self.request_scope(principal, header_scope, query_scope)
+        with self.catalog.write_lock():
+            vis, params = visible_sql("u", scopes, principal.name, principal.groups)
+            ids = [
+                int(r[0])
+                for r in self.catalog.reader().execute(
+                    f"SELECT u.id FROM units u WHERE u.doc_id = ? AND {vis}", (doc_id, *params)
+                )
+            ]
+            if not ids:
+                raise NotFoundError("document not found")
+            gone = self._delete(principal, ids, "delete_doc")
+        return {"deleted": len(gone), "unit_ids": [r["unit_id"] for r in gone]}
+
+    def _delete(self, principal: Principal, rowids: list[int], action: str) -> list[Any]:
+        with self.catalog.write() as conn:
+            gone = units_sql.delete_rows(conn, rowids)
+            if gone:
+                units_sql.bump_generations(conn, {r["scope"] for r in gone})
+                audit.append(
+                    conn,
+                    self.audit_key,
+                    principal.name,
+                    action,
+                    {"removed": [r["unit_id"] for r in gone]},
+                )
+        self.sync.apply_pending()
+        return gone
+
+
+def unit_dict(row: Any) -> dict[str, Any]:
+    loc = Locator.from_row(row)
+    return {
+        "unit_id": row["unit_id"],
+        "text": row["text"],
+        "scope": row["scope"],
+        "doc_id": row["doc_id"],
+        "modality": row["modality"],
+        "plane": row["plane"],
+        "source_uri": row["source_uri"],
+        "mime": row["mime"],
+        "locator": loc.to_dict() if loc else None,
+        "acl_owner": row["acl_owner"],
+        "acl_groups": orjson.loads(row["acl_groups"]),
+        "content_hash": row["content_hash"],
+        "chunk": {"index": row["chunk_idx"], "count": row["n_chunks"]},
+        "created_at": row["created_at"],
+        "event_at": row["event_at"],
+        "t_bucket": row["t_bucket"],
+    }

@@ -1,0 +1,55 @@
+"""One Settings object (env prefix ``SCDB_``), validated at start-up.
+
+Every field is documented in ``docs/settings.md``; keep the two in step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SCDB_", extra="ignore")
+
+    data_dir: Path = Path("./scdb-data")
+    host: str = "127.0.0.1"
+    port: int = 8080
+
+    # Embedding
+    embedder: str = "minilm-int8"  # registry name, or "onnx:<dir>", "openai:<model>"
+    embed_max_tokens: int = 256
+    embed_batch_size: int = 32
+    embed_threads: int = 1
+    embed_cache_size: int = 4096  # query embeddings cached per text
+
+    # Limits (DECISIONS 19)
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_batch_units: int = 1000
+    max_text_chars: int = 1_000_000
+    max_json_depth: int = 32
+    max_top_k: int = 100
+
+    # Retrieval
+    rrf_k: int = 60
+    leg_depth: int = 100  # candidates taken from each leg before fusion
+    exact_scan_max: int = 20_000  # planner: exact scan when the candidate set is at most this
+    exact_scan_fraction: float = 0.05  # ... or at most this share of the plane
+    hnsw_oversample: int = 20
+    checkpoint_every: int = 2000  # outbox ops between index checkpoints
+    chunk_tokens: int = 240  # text chunk size (tokens) inside the 256-token window
+    chunk_overlap_tokens: int = 32
+
+    # Cache
+    cache_max_bytes: int = 64 * 1024 * 1024
+
+    # Durability (DECISIONS 45)
+    sqlite_synchronous: str = Field(default="FULL", pattern="^(FULL|NORMAL)$")
+
+    # Audit chain key file: kept outside the data dir (DECISIONS 46).
+    audit_key_file: Path | None = None
+
+    # Test-only fault injection: name of a crash point at which the process SIGKILLs itself.
+    crash_at: str | None = None

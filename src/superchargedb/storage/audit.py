@@ -1,0 +1,118 @@
+"""The keyed, hash-chained audit log (DECISIONS 46).
+
+``hash = HMAC-SHA256(key, prev_hash || canonical_json(record))``; records are appended inside the
+transaction of the change they describe, ``UNIQUE(prev_hash)`` prevents forks, and the key lives
+outside the data dir so whoever can write the catalog file cannot re-forge the chain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+GENESIS = "0" * 64
+
+
+def canonical_json(record: Any) -> bytes:
+    """RFC 8785-style canonical form for records that hold no floats."""
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def load_key(path: Path | None) -> bytes:
+    """The chain key: ``SCDB_AUDIT_KEY`` (hex), else a key file created once with mode 0600."""
+    env = os.environ.get("SCDB_AUDIT_KEY")
+    if env:
+        return bytes.fromhex(env)
+    if path is None:
+        base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+        path = base / "superchargedb" / "audit.key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+    return bytes.fromhex(path.read_text().strip())
+
+
+def chain_hash(key: bytes, prev_hash: str, record: Any) -> str:
+    return hmac.new(key, prev_hash.encode() + canonical_json(record), hashlib.sha256).hexdigest()
+
+
+def merkle_root(hashes: list[str]) -> str:
+    """Root over content hashes: a batch record proves its content without holding it."""
+    level = [
+        bytes.fromhex(h) if len(h) == 64 else hashlib.sha256(h.encode()).digest() for h in hashes
+    ] or [b"\0" * 32]
+    while len(level) > 1:
+        if len(level) % 2:
+            level.append(level[-1])
+        level = [hashlib.sha256(level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
+    return level[0].hex()
+
+
+def append(
+    conn: sqlite3.Connection, key: bytes, actor: str, action: str, record: dict[str, Any]
+) -> str:
+    """Append one record in the caller's open write transaction; returns its hash."""
+    row = conn.execute("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
+    seq, prev = (row[0] + 1, row[1]) if row else (1, GENESIS)
+    at = int(time.time() * 1000)
+    full = {"seq": seq, "at": at, "actor": actor, "action": action, **record}
+    h = chain_hash(key, prev, full)
+    conn.execute(
+        "INSERT INTO audit_log(seq, prev_hash, hash, at, actor, action, record)"
+        " VALUES (?,?,?,?,?,?,?)",
+        (seq, prev, h, at, actor, action, canonical_json(full).decode()),
+    )
+    conn.execute(
+        "INSERT INTO kv(key, value) VALUES ('audit_head', ?)"
+        " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (f"{seq}:{h}",),
+    )
+    return h
+
+
+def verify(conn: sqlite3.Connection, key: bytes) -> dict[str, Any]:
+    """Recompute the chain; name the first record that was altered, removed or reordered."""
+    prev = GENESIS
+    expected_seq = 1
+    n = 0
+    for row in conn.execute("SELECT seq, prev_hash, hash, record FROM audit_log ORDER BY seq"):
+        n += 1
+        seq = row["seq"]
+        problem = None
+        if seq != expected_seq:
+            problem = f"missing record(s) before seq {seq}"
+        elif row["prev_hash"] != prev:
+            problem = "prev_hash does not link to the previous record"
+        else:
+            try:
+                record = json.loads(row["record"])
+            except ValueError:
+                record = None
+            if record is None or record.get("seq") != seq:
+                problem = "record body altered"
+            elif not hmac.compare_digest(chain_hash(key, prev, record), row["hash"]):
+                problem = "hash mismatch (record altered or chain re-forged)"
+        if problem:
+            return {"ok": False, "records": n, "first_bad_seq": seq, "reason": problem}
+        prev = row["hash"]
+        expected_seq = seq + 1
+    head = conn.execute("SELECT value FROM kv WHERE key = 'audit_head'").fetchone()
+    if head is not None:
+        head_seq, _, head_hash = str(head[0]).partition(":")
+        if int(head_seq) != expected_seq - 1 or head_hash != prev:
+            return {
+                "ok": False,
+                "records": n,
+                "first_bad_seq": min(int(head_seq), expected_seq),
+                "reason": "chain is shorter than its anchored head (records removed at the end)",
+            }
+    return {"ok": True, "records": n, "head": prev}

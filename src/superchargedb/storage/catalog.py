@@ -1,0 +1,102 @@
+"""The SQLite catalog: the source of truth (DESIGN §4).
+
+One writer connection guarded by a lock (every write is an explicit ``BEGIN IMMEDIATE``
+transaction, DECISIONS 45); one reader connection per thread, so reads never hold the writer.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .. import faults
+from .migrations import migrate
+
+
+def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=30000")
+    conn.execute("PRAGMA wal_autocheckpoint=1000")
+    conn.execute("PRAGMA journal_size_limit=67108864")
+    conn.execute("PRAGMA cache_size=-65536")
+    return conn
+
+
+class Catalog:
+    """Connections to ``catalog.db``; SQL for each concept lives in its own module."""
+
+    def __init__(self, path: Path, synchronous: str = "FULL") -> None:
+        self.path = path
+        self._synchronous = synchronous
+        self._writer = _connect(path, synchronous)
+        self._write_lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        migrate(self._writer)
+
+    def reader(self) -> sqlite3.Connection:
+        """This thread's read connection (autocommit: each statement sees the latest commit)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _connect(self.path, self._synchronous)
+            conn.execute("PRAGMA query_only=ON")
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One serialized write transaction; commits on success, rolls back on any error."""
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            faults.point("catalog.before_commit")
+            conn.execute("COMMIT")
+            faults.point("catalog.after_commit")
+
+    def write_lock(self) -> threading.RLock:
+        """Held across a write and its in-memory index apply, so ops apply in seq order."""
+        return self._write_lock
+
+    @contextmanager
+    def locked(self) -> Iterator[sqlite3.Connection]:
+        """The writer connection without a transaction (for post-commit work kept in order)."""
+        with self._write_lock:
+            yield self._writer
+
+    def kv_get(self, key: str) -> str | None:
+        row = self.reader().execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    @staticmethod
+    def kv_set(conn: sqlite3.Connection, key: str, value: str) -> None:
+        conn.execute(
+            "INSERT INTO kv(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = ?",
+            (key, value, value),
+        )
+
+    def integrity_ok(self) -> bool:
+        row = self.reader().execute("PRAGMA integrity_check").fetchone()
+        return row is not None and row[0] == "ok"
+
+    def close(self) -> None:
+        with self._readers_lock:
+            for c in self._readers:
+                c.close()
+            self._readers.clear()
+        with self._write_lock:
+            self._writer.close()

@@ -1,0 +1,104 @@
+"""Keeps the derived vector index in lockstep with the catalog through the outbox (DECISIONS 44).
+
+Outbox rows are written in each Unit's transaction; the owner applies them in memory before the
+acknowledgement, checkpoints index files whose name carries the watermark, and on start replays
+everything after each plane's durable watermark (or rebuilds a plane from the catalog's f16
+embeddings when its file is gone and the outbox was already compacted).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+
+from .. import faults
+from ..types import PLANES
+from .catalog import Catalog
+from .vectors import VectorOp, VectorStore
+
+log = logging.getLogger(__name__)
+
+
+class IndexSync:
+    def __init__(self, catalog: Catalog, store: VectorStore, checkpoint_every: int) -> None:
+        self.catalog = catalog
+        self.store = store
+        self.checkpoint_every = checkpoint_every
+        self.applied_seq = 0  # every outbox op up to here is applied in memory
+        self._since_checkpoint = 0
+        self._lock = threading.Lock()
+        self.ready = False
+
+    def startup(self) -> None:
+        """Load index files, rebuild planes whose history was compacted away, replay the rest."""
+        watermarks = self.store.load()
+        conn = self.catalog.reader()
+        for plane in PLANES:
+            gc_seq = int(self.catalog.kv_get(f"outbox_gc:{plane}") or 0)
+            if watermarks.get(plane, 0) < gc_seq:
+                log.warning("rebuilding %s index from the catalog", plane)
+                rows = conn.execute(
+                    "SELECT id, embedding FROM units WHERE plane = ? ORDER BY id", (plane,)
+                )
+                items = (
+                    (int(r[0]), np.frombuffer(r[1], dtype=np.float16).astype(np.float32))
+                    for r in rows
+                )
+                self.store.rebuild(plane, items, gc_seq)
+        with self.catalog.locked():
+            self._apply_after(min(self.store.durable_seq(p) for p in PLANES))
+        self.checkpoint()
+        self.ready = True
+
+    def apply_pending(self) -> None:
+        """Apply every outbox op not yet applied; call with the catalog write lock held."""
+        self._apply_after(self.applied_seq)
+        if self._since_checkpoint >= self.checkpoint_every:
+            self.checkpoint()
+
+    def _apply_after(self, after: int) -> None:
+        conn = self.catalog.reader()
+        ops_rows = conn.execute(
+            "SELECT seq, op, plane, key FROM outbox WHERE seq > ? ORDER BY seq", (after,)
+        ).fetchall()
+        if not ops_rows:
+            # Nothing pending: every committed op (compacted ones included) is applied.
+            top = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
+            self.applied_seq = max(self.applied_seq, int(top[0]) if top else 0, after)
+            return
+        add_keys = [r["key"] for r in ops_rows if r["op"] == "add"]
+        vecs: dict[int, np.ndarray] = {}
+        for i in range(0, len(add_keys), 500):
+            part = add_keys[i : i + 500]
+            marks = ",".join("?" * len(part))
+            for r in conn.execute(f"SELECT id, embedding FROM units WHERE id IN ({marks})", part):
+                vecs[int(r[0])] = np.frombuffer(r[1], dtype=np.float16).astype(np.float32)
+        ops = [
+            VectorOp(
+                seq=int(r["seq"]),
+                op=r["op"],
+                plane=r["plane"],
+                key=int(r["key"]),
+                vector=vecs.get(int(r["key"])) if r["op"] == "add" else None,
+            )
+            for r in ops_rows
+        ]
+        faults.point("sync.before_apply")
+        self.store.apply(ops)
+        faults.point("sync.after_apply")
+        top = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
+        self.applied_seq = max(self.applied_seq, ops[-1].seq, int(top[0]) if top else 0)
+        self._since_checkpoint += len(ops)
+
+    def checkpoint(self) -> None:
+        """Persist dirty planes, then drop outbox rows every plane has made durable."""
+        self.store.checkpoint()
+        faults.point("sync.after_checkpoint")
+        self._since_checkpoint = 0
+        with self.catalog.write() as conn:
+            for plane in PLANES:
+                durable = self.store.durable_seq(plane)
+                conn.execute("DELETE FROM outbox WHERE plane = ? AND seq <= ?", (plane, durable))
+                self.catalog.kv_set(conn, f"outbox_gc:{plane}", str(durable))

@@ -1,0 +1,175 @@
+"""Append-only, numbered catalog migrations, recorded in ``schema_migrations``.
+
+Never edit a shipped migration: add ``m00N_...`` instead.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+M001_INITIAL = """
+CREATE TABLE units (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,     -- vector key; never reused (DECISIONS 43)
+  unit_id TEXT NOT NULL UNIQUE,             -- UUIDv7, the public id
+  scope TEXT NOT NULL,
+  doc_id TEXT NOT NULL,
+  modality TEXT NOT NULL,
+  plane TEXT NOT NULL,
+  source_uri TEXT NOT NULL,
+  mime TEXT,
+  text TEXT NOT NULL,
+  acl TEXT NOT NULL,                        -- hashed scope/owner/group tokens for FTS pushdown
+  acl_owner TEXT NOT NULL,
+  acl_groups TEXT NOT NULL,                 -- sorted JSON array
+  content_hash TEXT NOT NULL,
+  chunk_idx INTEGER NOT NULL DEFAULT 0,
+  n_chunks INTEGER NOT NULL DEFAULT 1,
+  loc_kind TEXT, loc_start INTEGER, loc_end INTEGER,
+  t_start_ms INTEGER, t_end_ms INTEGER, shot_idx INTEGER,
+  page INTEGER, bbox_x0 REAL, bbox_y0 REAL, bbox_x1 REAL, bbox_y1 REAL,
+  created_at INTEGER NOT NULL,              -- epoch ms
+  event_at INTEGER NOT NULL,                -- epoch ms (DECISIONS 20)
+  t_bucket INTEGER NOT NULL,                -- event_at // 3_600_000
+  created_by TEXT NOT NULL,
+  seq INTEGER NOT NULL,                     -- outbox seq of this Unit's vector add
+  model_id TEXT NOT NULL,
+  embedding BLOB NOT NULL,                  -- float16, the index is derived from these
+  UNIQUE (scope, doc_id, acl_owner, content_hash, chunk_idx)
+);
+CREATE INDEX units_scope ON units(scope);
+CREATE INDEX units_plane_scope ON units(plane, scope);
+CREATE INDEX units_doc ON units(doc_id, scope);
+CREATE INDEX units_owner ON units(acl_owner);
+CREATE INDEX units_event ON units(t_bucket);
+
+CREATE TABLE unit_groups (
+  grp TEXT NOT NULL,
+  unit INTEGER NOT NULL,
+  PRIMARY KEY (grp, unit)
+) WITHOUT ROWID;
+CREATE INDEX unit_groups_unit ON unit_groups(unit);
+
+CREATE VIRTUAL TABLE units_fts USING fts5(
+  text, acl, content='units', content_rowid='id', tokenize='porter unicode61'
+);
+CREATE TRIGGER units_ai AFTER INSERT ON units BEGIN
+  INSERT INTO units_fts(rowid, text, acl) VALUES (new.id, new.text, new.acl);
+END;
+CREATE TRIGGER units_ad AFTER DELETE ON units BEGIN
+  INSERT INTO units_fts(units_fts, rowid, text, acl) VALUES ('delete', old.id, old.text, old.acl);
+  DELETE FROM unit_groups WHERE unit = old.id;
+END;
+CREATE TRIGGER units_au AFTER UPDATE OF text, acl ON units BEGIN
+  INSERT INTO units_fts(units_fts, rowid, text, acl) VALUES ('delete', old.id, old.text, old.acl);
+  INSERT INTO units_fts(rowid, text, acl) VALUES (new.id, new.text, new.acl);
+END;
+
+CREATE TABLE outbox (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  op TEXT NOT NULL CHECK (op IN ('add', 'remove')),
+  plane TEXT NOT NULL,
+  key INTEGER NOT NULL
+);
+
+CREATE TABLE docs (
+  scope TEXT NOT NULL,
+  doc_id TEXT NOT NULL,
+  acl_owner TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (scope, doc_id, acl_owner)
+);
+CREATE INDEX docs_created_by ON docs(created_by);
+
+CREATE TABLE principals (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  perms TEXT NOT NULL,
+  tier TEXT NOT NULL,
+  scopes TEXT NOT NULL,
+  active_scope TEXT NOT NULL,
+  groups TEXT NOT NULL,
+  doc_quota INTEGER,
+  created_at INTEGER NOT NULL,
+  disabled INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE api_keys (
+  id TEXT PRIMARY KEY,
+  principal_id TEXT NOT NULL REFERENCES principals(id),
+  key_hash TEXT NOT NULL UNIQUE,            -- sha256 hex; the key itself is never stored
+  prefix TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER,
+  revoked_at INTEGER,
+  last_used_at INTEGER
+);
+
+CREATE TABLE audit_log (
+  seq INTEGER PRIMARY KEY,
+  prev_hash TEXT NOT NULL UNIQUE,           -- a fork is impossible (DECISIONS 46)
+  hash TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  actor TEXT NOT NULL,
+  action TEXT NOT NULL,
+  record TEXT NOT NULL                      -- canonical JSON; ids and hashes, never content
+);
+
+CREATE TABLE scope_gens (
+  scope TEXT PRIMARY KEY,
+  gen INTEGER NOT NULL
+);
+
+CREATE TABLE kv (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("m001_initial", M001_INITIAL),
+]
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply every migration not yet recorded; returns the names applied."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER)"
+    )
+    done = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+    applied = []
+    for name, sql in MIGRATIONS:
+        if name in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for stmt in _statements(sql):
+                conn.execute(stmt)
+            conn.execute(
+                "INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)",
+                (name, int(time.time() * 1000)),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    out: list[str] = []
+    buf = ""
+    for line in sql.splitlines():
+        line = line.split("--", 1)[0].rstrip() if "--" in line and "'" not in line else line
+        if not line.strip():
+            continue
+        buf += line + "\n"
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out

@@ -1,0 +1,133 @@
+"""Shared fixtures: real temporary data dirs, the real default model, real servers."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import superchargedb  # noqa: F401  (imports onnxruntime before usearch)
+from superchargedb.auth import principals as principals_mod
+from superchargedb.models.embedder import Embedder, make_embedder
+from superchargedb.service import Service
+from superchargedb.settings import Settings
+
+# The audit key lives outside any data dir; one per test session.
+os.environ.setdefault("SCDB_AUDIT_KEY", "11" * 32)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    return make_embedder("minilm-int8")
+
+
+def make_service(tmp: Path, embedder: Embedder, **overrides: Any) -> Service:
+    settings = Settings(data_dir=tmp, **overrides)
+    return Service(settings, embedder=embedder)
+
+
+def add_principal(
+    svc: Service,
+    name: str,
+    *,
+    perms: list[str],
+    tier: str = "pro",
+    scopes: list[str],
+    groups: list[str] = (),  # type: ignore[assignment]
+    active: str | None = None,
+    quota: int | None = None,
+) -> str:
+    key = f"aegis_sk_test_{name}"
+    with svc.catalog.write() as w:
+        p = principals_mod.create_principal(
+            w,
+            name,
+            perms=perms,
+            tier=tier,
+            scopes=scopes,
+            active_scope=active,
+            groups=groups,
+            doc_quota=quota,
+        )
+        principals_mod.add_key(w, p.id, key)
+    return key
+
+
+@pytest.fixture
+def svc(tmp_path: Path, embedder: Embedder) -> Iterator[Service]:
+    from superchargedb.demo import seed_principals
+
+    s = make_service(tmp_path / "data", embedder)
+    seed_principals(s)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def client(svc: Service) -> Iterator[Any]:
+    from fastapi.testclient import TestClient
+
+    from superchargedb.api.app import create_app
+
+    with TestClient(create_app(svc), raise_server_exceptions=False) as c:
+        yield c
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+ALICE = auth("aegis_sk_alice")
+BOB = auth("aegis_sk_bob")
+CAROL = auth("aegis_sk_carol")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    """uvicorn in a thread on a real loopback port (for streaming-body tests)."""
+
+    def __init__(self, svc: Service) -> None:
+        import uvicorn
+
+        from superchargedb.api.app import create_app
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            create_app(svc), host="127.0.0.1", port=self.port, log_level="warning"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                httpx.get(self.url + "/healthz", timeout=1)
+                return self
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError("server did not start")
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def live(svc: Service) -> Iterator[LiveServer]:
+    with LiveServer(svc) as srv:
+        yield srv

@@ -1,0 +1,319 @@
+"""VectorStore against a numpy brute-force oracle, with real usearch and real temp dirs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import superchargedb  # noqa: F401  (imports onnxruntime before usearch: import order matters)
+from superchargedb.errors import UnavailableError
+from superchargedb.storage.vectors import PLANES, VectorOp, VectorStore
+
+DIM = 384
+N = 20_000
+K = 10
+
+
+def clustered(n: int, dim: int, seed: int, centres: int = 200, noise: float = 0.35) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    c = rng.standard_normal((centres, dim)).astype(np.float32)
+    x = c[rng.integers(0, centres, n)] + noise * rng.standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def adds(keys: range | list[int], vecs: np.ndarray, plane: str = "text", seq0: int = 0) -> list:
+    return [VectorOp(seq0 + i + 1, "add", plane, k, vecs[i]) for i, k in enumerate(keys)]
+
+
+def oracle(
+    stored: np.ndarray, keys: np.ndarray, q: np.ndarray, k: int, cand: np.ndarray | None = None
+) -> list[int]:
+    """Brute force over the f16 vectors as stored; ties by key asc."""
+    scores = (stored @ q) / np.linalg.norm(stored, axis=1) / np.linalg.norm(q)
+    mask = np.ones(len(keys), bool) if cand is None else np.isin(keys, cand)
+    ks, ss = keys[mask], scores[mask]
+    return [int(x) for x in ks[np.lexsort((ks, -ss))[:k]]]
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory):
+    x = clustered(N, DIM, seed=7)
+    keys = np.arange(1, N + 1, dtype=np.uint64)
+    # expansion_add 64 (default 128) halves the build; recall is conservative at the lower value
+    store = VectorStore(tmp_path_factory.mktemp("big"), DIM, "test-model", expansion_add=64)
+    store.load()
+    store.rebuild("text", zip(keys.tolist(), x, strict=True), seq=N)
+    stored = store.get("text", keys)  # the data as stored; the oracle ranks it independently
+    rng = np.random.default_rng(11)
+    qs = x[rng.integers(0, N, 20)] + 0.1 * rng.standard_normal((20, DIM)).astype(np.float32)
+    return store, keys, stored, qs
+
+
+def test_stored_rows_are_the_f16_of_the_normalized_input(big) -> None:
+    store, keys, stored, _ = big
+    assert store.count("text") == N
+    # within one f16 ulp: the store renormalizes before the f16 cast
+    expected = clustered(N, DIM, seed=7)[:50].astype(np.float16).astype(np.float32)
+    np.testing.assert_allclose(store.get("text", keys[:50]), expected, rtol=1e-3, atol=1e-4)
+
+
+def test_one_percent_filter_is_exact_with_recall_one(big) -> None:
+    store, keys, stored, qs = big
+    rng = np.random.default_rng(1)
+    for q in qs:
+        cand = rng.choice(keys, N // 100, replace=False)
+        hits, plan = store.search_planned("text", q, K, cand)
+        assert plan == "exact"
+        assert [h for h, _ in hits] == oracle(stored, keys, q, K, cand)
+        scores = [s for _, s in hits]
+        assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.parametrize("fraction", [0.05, 0.20, 1.0])
+def test_hnsw_branch_recall_at_least_095(big, fraction: float) -> None:
+    store, keys, stored, qs = big
+    rng = np.random.default_rng(2)
+    recalls = []
+    for q in qs:
+        cand = None if fraction == 1.0 else rng.choice(keys, int(N * fraction), replace=False)
+        hits, plan = store.search_planned("text", q, K, cand, exact_max=0, exact_fraction=0.0)
+        assert plan == "hnsw"
+        assert len(hits) == K
+        if cand is not None:
+            assert np.isin([h for h, _ in hits], cand).all()
+        truth = set(oracle(stored, keys, q, K, cand))
+        recalls.append(len(truth & {h for h, _ in hits}) / K)
+    assert np.mean(recalls) >= 0.95, recalls
+
+
+def test_full_candidate_array_matches_unfiltered(big) -> None:
+    store, keys, stored, qs = big
+    hits, plan = store.search_planned("text", qs[0], K, keys)  # 20k <= exact_max: exact
+    assert plan == "exact"
+    assert [h for h, _ in hits] == oracle(stored, keys, qs[0], K)
+
+
+@pytest.mark.parametrize(
+    ("size", "exact_max", "fraction", "plan"),
+    [
+        (1000, 1000, 0.0, "exact"),
+        (1001, 1000, 0.0, "hnsw"),
+        (1000, 0, 0.05, "exact"),  # 1000 == 5 % of 20k
+        (1001, 0, 0.05, "hnsw"),
+    ],
+)
+def test_planner_threshold_both_sides(big, size, exact_max, fraction, plan) -> None:
+    store, keys, stored, qs = big
+    cand = np.random.default_rng(3).choice(keys, size, replace=False)
+    hits, got = store.search_planned(
+        "text", qs[1], K, cand, exact_max=exact_max, exact_fraction=fraction
+    )
+    assert got == plan
+    store.search("text", qs[1], K, cand, exact_max=exact_max, exact_fraction=fraction)
+    assert store.last_plan == plan
+    assert np.isin([h for h, _ in hits], cand).all() and len(hits) == K
+
+
+@pytest.mark.parametrize("force_hnsw", [False, True])
+def test_filter_with_fewer_than_k_keys_returns_exactly_those(big, force_hnsw: bool) -> None:
+    store, keys, _, qs = big
+    cand = np.array([5, 17, 19_999, N + 100, N + 101], dtype=np.uint64)  # two are not indexed
+    kw = {"exact_max": 0, "exact_fraction": 0.0} if force_hnsw else {}
+    hits = store.search("text", qs[2], K, cand, **kw)
+    assert sorted(h for h, _ in hits) == [5, 17, 19_999]
+    assert store.search("text", qs[2], K, np.array([], dtype=np.uint64)) == []
+
+
+def small_store(path: Path, n: int = 600, dim: int = 32, seed: int = 5) -> tuple:
+    store = VectorStore(path, dim, "m")
+    store.load()
+    x = clustered(n, dim, seed=seed, centres=20)
+    ops = adds(range(1, n + 1), x)
+    store.apply(ops)
+    return store, x, ops
+
+
+def test_apply_is_idempotent(tmp_path: Path) -> None:
+    store, x, ops = small_store(tmp_path)
+    before = store.keys("text").copy()
+    store.apply(ops)  # same seqs: skipped
+    assert store.applied_seq("text") == len(ops)
+    # same keys under new seqs (a replay after a crash before checkpoint): contains() guards add
+    store.apply(adds(range(1, 601), x, seq0=len(ops)))
+    np.testing.assert_array_equal(store.keys("text"), before)
+    store.apply([VectorOp(5000, "remove", "text", 99_999, None)])  # missing key: ignored
+    store.apply([VectorOp(5001, "add", "text", 700, None)])  # Unit since deleted: skipped
+    assert store.count("text") == 600 and store.applied_seq("text") == 5001
+    assert store.tombstones("text") == 0
+
+
+def test_remove_then_search_never_returns_key(tmp_path: Path) -> None:
+    store, x, ops = small_store(tmp_path)
+    gone = list(range(1, 601, 3))
+    store.apply([VectorOp(1000 + i, "remove", "text", k, None) for i, k in enumerate(gone)])
+    assert store.count("text") == 600 - len(gone)
+    all_keys = np.arange(1, 601, dtype=np.uint64)
+    for key in gone[:20]:
+        q = x[key - 1]
+        for kw in ({}, {"candidates": all_keys}, {"candidates": all_keys, "exact_max": 0}):
+            got = {h for h, _ in store.search("text", q, 50, **kw)}
+            assert not got & set(gone)
+        assert not store.contains("text", key)
+    with pytest.raises(KeyError):
+        store.get("text", [gone[0]])
+
+
+def test_checkpoint_load_round_trip(tmp_path: Path) -> None:
+    store, x, ops = small_store(tmp_path)
+    store.apply([VectorOp(601, "remove", "text", 7, None)])
+    store.apply(adds(range(1, 11), x, plane="audio", seq0=601))
+    store.checkpoint()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["audio.611.usearch", "meta.json", "text.601.usearch"]
+    again = VectorStore(tmp_path, 32, "m")
+    marks = again.load()
+    assert marks == {"text": 601, "visual": 0, "audio": 611, "doc_visual": 0}
+    for plane in PLANES:
+        np.testing.assert_array_equal(again.keys(plane), store.keys(plane))
+        assert again.durable_seq(plane) == again.applied_seq(plane) == marks[plane]
+    assert again.tombstones("text") == 1
+    np.testing.assert_array_equal(again.get("text", [1, 2]), store.get("text", [1, 2]))
+    # a watermark-only advance renames the file; no change means no new file
+    again.apply([], through=700)
+    again.checkpoint()
+    again.checkpoint()
+    assert {p.name for p in tmp_path.glob("text.*")} == {"text.700.usearch"}
+    assert VectorStore(tmp_path, 32, "m").load()["visual"] == 700
+
+
+def test_truncated_newest_falls_back_to_previous_then_empty(tmp_path: Path) -> None:
+    store, x, ops = small_store(tmp_path)
+    store.checkpoint()
+    prev = tmp_path / "text.600.usearch"
+    keep = tmp_path.parent / (tmp_path.name + "-keep.usearch")
+    shutil.copy(prev, keep)
+    old_keys = store.keys("text")
+    store.apply(adds(range(601, 651), clustered(50, 32, seed=9), seq0=600))
+    store.checkpoint()
+    shutil.copy(keep, prev)  # as if we crashed before cleanup of the older file
+    newest = tmp_path / "text.650.usearch"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    again = VectorStore(tmp_path, 32, "m")
+    assert again.load()["text"] == 600
+    np.testing.assert_array_equal(again.keys("text"), old_keys)
+    assert (tmp_path / "text.650.usearch.corrupt").exists()
+    prev.write_bytes(prev.read_bytes()[:-10])  # now the only file is truncated too
+    third = VectorStore(tmp_path, 32, "m")
+    assert third.load()["text"] == 0 and third.count("text") == 0
+
+
+def test_meta_mismatch_raises(tmp_path: Path) -> None:
+    store, _, _ = small_store(tmp_path)
+    store.checkpoint()
+    for dim, model in ((32, "other-model"), (64, "m")):
+        with pytest.raises(UnavailableError, match="superchargedb reindex"):
+            VectorStore(tmp_path, dim, model).load()
+
+
+def test_compaction_keeps_live_set(tmp_path: Path) -> None:
+    store, x, ops = small_store(tmp_path)
+    gone = list(range(1, 601, 4)) + list(range(2, 601, 8))
+    store.apply([VectorOp(1000 + i, "remove", "text", k, None) for i, k in enumerate(gone)])
+    assert store.needs_compaction("text")
+    live = store.keys("text")
+    vecs = store.get("text", live)
+    hits_before = store.search("text", x[2], 10)
+    store.compact("text")
+    assert not store.needs_compaction("text") and store.tombstones("text") == 0
+    np.testing.assert_array_equal(store.keys("text"), live)
+    np.testing.assert_array_equal(store.get("text", live), vecs)
+    assert [h for h, _ in store.search("text", x[2], 10)] == [h for h, _ in hits_before]
+    store.checkpoint()
+    assert VectorStore(tmp_path, 32, "m").load()["text"] == store.applied_seq("text")
+
+
+def test_concurrent_searches_while_applying(tmp_path: Path) -> None:
+    store, x, _ = small_store(tmp_path, n=300)
+    more = clustered(600, 32, seed=13)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                store.search("text", x[0], 5)
+                store.search("text", x[0], 5, np.arange(1, 200, dtype=np.uint64))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    seq = 300
+    for i in range(0, 600, 20):
+        store.apply(adds(range(1000 + i, 1020 + i), more[i : i + 20], seq0=seq))
+        seq += 20
+        if i % 200 == 0:
+            seq += 1
+            store.apply([VectorOp(seq, "remove", "text", 1 + i // 20, None)])
+    store.checkpoint()
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert store.count("text") == 900 - 3
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    import numpy as np
+    import superchargedb
+    from superchargedb.storage.vectors import VectorOp, VectorStore
+
+    store = VectorStore(Path(sys.argv[1]), 32, "m")
+    store.load()
+    rng = np.random.default_rng(21)
+    store.apply([VectorOp(600 + i, "add", "text", 5000 + i, rng.standard_normal(32))
+                 for i in range(1, 41)])
+    store.apply([VectorOp(700, "remove", "text", 3, None)])
+    store.checkpoint()
+    print("survived")
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("point", "mark"),
+    [("vectors.checkpoint.mid_save", 600), ("vectors.checkpoint.before_cleanup", 700)],
+)
+def test_sigkill_during_checkpoint_keeps_a_valid_watermark(
+    tmp_path: Path, point: str, mark: int
+) -> None:
+    store, _, _ = small_store(tmp_path)
+    store.checkpoint()
+    before = store.keys("text")
+    src = str(Path(superchargedb.__file__).resolve().parents[1])
+    env = {**os.environ, "SCDB_CRASH_AT": point, "PYTHONPATH": src}
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path)], env=env, capture_output=True, timeout=120
+    )
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    assert b"survived" not in proc.stdout
+    again = VectorStore(tmp_path, 32, "m")
+    assert again.load()["text"] == mark
+    if mark == 600:
+        np.testing.assert_array_equal(again.keys("text"), before)
+    else:
+        expected = np.union1d(before[before != 3], np.arange(5001, 5041, dtype=np.uint64))
+        np.testing.assert_array_equal(again.keys("text"), expected)
+    assert not (tmp_path / "text.tmp").exists()
