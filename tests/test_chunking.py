@@ -47,7 +47,19 @@ def check_invariants(
 
 
 def paragraph(n_sentences: int, seed: int = 0) -> str:
-    words = "the of retrieval vector index query latency embedding chunk token model".split()
+    words = [
+        "the",
+        "of",
+        "retrieval",
+        "vector",
+        "index",
+        "query",
+        "latency",
+        "embedding",
+        "chunk",
+        "token",
+        "model",
+    ]
     sents = []
     for i in range(n_sentences):
         k = 8 + (i * 7 + seed) % 9

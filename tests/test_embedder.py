@@ -253,7 +253,9 @@ def test_openai_embedder(server: _Server) -> None:
         np.testing.assert_allclose(row, ref / np.linalg.norm(ref), atol=1e-6)
     assert [len(r["input"]) for r in server.requests] == [2, 2, 1]
     assert all(r["path"] == "/v1/embeddings" for r in server.requests)
-    assert all(r["auth"] == "Bearer sk-test" and r["model"] == "test-model" for r in server.requests)
+    assert all(
+        r["auth"] == "Bearer sk-test" and r["model"] == "test-model" for r in server.requests
+    )
     assert e.embed([]).shape == (0, 8)
     q = e.embed_query("one")
     np.testing.assert_allclose(q, v[0], atol=1e-6)

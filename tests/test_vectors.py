@@ -73,8 +73,12 @@ def test_one_percent_filter_is_exact_with_recall_one(big) -> None:
         hits, plan = store.search_planned("text", q, K, cand)
         assert plan == "exact"
         assert [h for h, _ in hits] == oracle(stored, keys, q, K, cand)
-        scores = [s for _, s in hits]
-        assert scores == sorted(scores, reverse=True)
+        scores = np.array([s for _, s in hits])
+        assert (np.diff(scores) <= 0).all()
+        want = stored[np.array([h for h, _ in hits]) - 1] @ (q / np.linalg.norm(q))
+        np.testing.assert_allclose(
+            scores, want / np.linalg.norm(stored[[h - 1 for h, _ in hits]], axis=1), atol=1e-5
+        )
 
 
 @pytest.mark.parametrize("fraction", [0.05, 0.20, 1.0])
@@ -130,6 +134,18 @@ def test_filter_with_fewer_than_k_keys_returns_exactly_those(big, force_hnsw: bo
     hits = store.search("text", qs[2], K, cand, **kw)
     assert sorted(h for h, _ in hits) == [5, 17, 19_999]
     assert store.search("text", qs[2], K, np.array([], dtype=np.uint64)) == []
+
+
+def test_exact_ties_break_by_key_even_with_many_duplicates(tmp_path: Path) -> None:
+    store = VectorStore(tmp_path, 32, "m")
+    x = clustered(400, 32, seed=3, centres=10)
+    x[100:300] = x[0]  # 200 identical vectors (boilerplate chunks), more than any shortlist
+    store.apply(adds(list(range(1000, 600, -1)), x))  # keys inserted in descending order
+    cand = np.arange(600, 1001, dtype=np.uint64)
+    hits, plan = store.search_planned("text", x[0], 5, cand)
+    assert plan == "exact"
+    dup_keys = sorted({1000 - i for i in [0, *range(100, 300)]})
+    assert [h for h, _ in hits] == dup_keys[:5]
 
 
 def small_store(path: Path, n: int = 600, dim: int = 32, seed: int = 5) -> tuple:

@@ -75,6 +75,12 @@ class Service:
             self.catalog.close()
             self.lock.release()
 
+    def doctor(self) -> dict[str, Any]:
+        from .storage.doctor import doctor
+
+        with self.catalog.write_lock():
+            return doctor(self.catalog, self.store)
+
     @property
     def ready(self) -> bool:
         return self.sync.ready
@@ -124,6 +130,10 @@ class Service:
         except PydanticValidationError as exc:
             msg, details = pydantic_message(exc)
             raise ValidationError(msg, details=details) from None
+        if q.top_k > self.settings.max_top_k:
+            raise ValidationError(
+                f"top_k {q.top_k} exceeds the limit of {self.settings.max_top_k}", field="top_k"
+            )
         if endpoint == "search" and q.answer:
             raise ValidationError("answer: true belongs to POST /v1/answer", field="answer")
         return q

@@ -63,6 +63,25 @@ def serve(
         svc.close()
 
 
+@app.command()
+def doctor(
+    data: Path = typer.Option(Path("./scdb-data"), "--data", help="Data directory"),
+) -> None:
+    """Check SQLite integrity, FTS5 against its content, and catalog vs vector index ids."""
+    import json
+
+    from ..service import Service
+    from ..settings import Settings
+
+    svc = Service(Settings(data_dir=data))
+    try:
+        report = svc.doctor()
+    finally:
+        svc.close()
+    typer.echo(json.dumps(report, indent=2))
+    raise typer.Exit(0 if report["ok"] else 1)
+
+
 def main() -> None:
     try:
         app()

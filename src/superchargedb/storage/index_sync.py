@@ -30,6 +30,7 @@ class IndexSync:
         self._since_checkpoint = 0
         self._lock = threading.Lock()
         self.ready = False
+        self._gc_done: dict[str, int] = {}
 
     def startup(self) -> None:
         """Load index files, rebuild planes whose history was compacted away, replay the rest."""
@@ -37,6 +38,7 @@ class IndexSync:
         conn = self.catalog.reader()
         for plane in PLANES:
             gc_seq = int(self.catalog.kv_get(f"outbox_gc:{plane}") or 0)
+            self._gc_done[plane] = gc_seq
             if watermarks.get(plane, 0) < gc_seq:
                 log.warning("rebuilding %s index from the catalog", plane)
                 rows = conn.execute(
@@ -94,11 +96,17 @@ class IndexSync:
 
     def checkpoint(self) -> None:
         """Persist dirty planes, then drop outbox rows every plane has made durable."""
+        for plane in PLANES:
+            if self.store.needs_compaction(plane):  # usearch never reclaims tombstones
+                self.store.compact(plane)
         self.store.checkpoint()
         faults.point("sync.after_checkpoint")
         self._since_checkpoint = 0
+        durable = {p: self.store.durable_seq(p) for p in PLANES}
+        if durable == self._gc_done:
+            return
         with self.catalog.write() as conn:
-            for plane in PLANES:
-                durable = self.store.durable_seq(plane)
-                conn.execute("DELETE FROM outbox WHERE plane = ? AND seq <= ?", (plane, durable))
-                self.catalog.kv_set(conn, f"outbox_gc:{plane}", str(durable))
+            for plane, seq in durable.items():
+                conn.execute("DELETE FROM outbox WHERE plane = ? AND seq <= ?", (plane, seq))
+                self.catalog.kv_set(conn, f"outbox_gc:{plane}", str(seq))
+        self._gc_done = durable

@@ -25,6 +25,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 from usearch.index import Index, MetricKind, ScalarKind
+from usearch.index import search as usearch_search
 
 from superchargedb import faults
 from superchargedb.errors import UnavailableError
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 PLANES: tuple[str, ...] = ("text", "visual", "audio", "doc_visual")
 METRIC, DTYPE = "cos", "f16"
 _FILE_RE = re.compile(r"^(?P<plane>[a-z_]+)\.(?P<seq>\d+)\.usearch$")
-_BLOCK = 1024  # rows upcast to f32 at a time in the exact scan
+_SHORTLIST_MARGIN = 2e-3  # > the f16 query rounding error of a cosine between unit vectors
 _BUILD_BATCH = 4096
 
 Plan = Literal["exact", "hnsw"]
@@ -100,6 +101,16 @@ def _normalize(vectors: np.ndarray) -> np.ndarray:
     v = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(v, axis=-1, keepdims=True)
     return v / np.where(norms == 0.0, 1.0, norms)
+
+
+def _f32_cosine(rows: np.ndarray, q: np.ndarray, block: int = 1024) -> np.ndarray:
+    """Cosine of f16 ``rows`` with the unit f32 ``q``, upcasting ``block`` rows at a time."""
+    out = np.empty(len(rows), dtype=np.float32)
+    for s in range(0, len(rows), block):
+        b = rows[s : s + block].astype(np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", b, b))
+        out[s : s + block] = (b @ q) / np.where(norms == 0.0, 1.0, norms)
+    return out
 
 
 class VectorStore:
@@ -402,11 +413,20 @@ class VectorStore:
 
     @staticmethod
     def _fetch(index: Index, keys: np.ndarray) -> np.ndarray:
-        """f16 rows of ``keys`` (all present), one in-memory copy via ``index.get``."""
+        """f16 (n, dim) rows of ``keys`` (all present), copied out of the index.
+
+        ``_compiled.get_many`` skips ``Index.get``'s per-row ``view`` (51 -> 22 ms at 20k keys);
+        joining the row buffers beats ``np.concatenate``/``vstack`` (8 vs 15/40 ms).
+        """
         if len(keys) == 0:
             return np.empty((0, index.ndim), dtype=np.float16)
-        rows = cast(tuple[np.ndarray, ...], index.get(keys))
-        return np.concatenate(rows).reshape(len(keys), -1).view(np.float16)
+        compiled = getattr(index, "_compiled", None)
+        if compiled is not None and hasattr(compiled, "get_many"):
+            rows = compiled.get_many(keys, ScalarKind.F16)
+        else:  # pragma: no cover - future usearch without the private handle
+            rows = cast(tuple[np.ndarray, ...], index.get(keys))
+        flat = np.frombuffer(b"".join(rows), dtype=np.float16)
+        return flat.reshape(len(keys), index.ndim)
 
     def get(self, plane: str, keys: Sequence[int] | np.ndarray) -> np.ndarray:
         """float32 (n, dim) rows of ``keys``; raises KeyError if any key is absent."""
@@ -474,16 +494,27 @@ class VectorStore:
     def _exact(
         self, index: Index, q: np.ndarray, k: int, cand: np.ndarray
     ) -> list[tuple[int, float]]:
+        """Exact top-k over ``cand``: usearch's f16 SIMD scores every row (the query rounded to
+        f16, error <= 5e-4), then every row within ``_SHORTLIST_MARGIN`` of the k-th is rescored
+        in f32, so the result equals an f32 brute force, ties by key included."""
         if len(cand) == 0:
             return []
         keys = cand[np.asarray(index.contains(cand), dtype=bool).reshape(-1)]
+        if len(keys) == 0:
+            return []
         rows = self._fetch(index, keys)
-        scores = np.empty(len(keys), dtype=np.float32)
-        for s in range(0, len(keys), _BLOCK):
-            block = rows[s : s + _BLOCK].astype(np.float32)
-            norms = np.sqrt(np.einsum("ij,ij->i", block, block))
-            scores[s : s + _BLOCK] = (block @ q) / np.where(norms == 0.0, 1.0, norms)
-        return self._top(keys, scores, k)
+        m = usearch_search(
+            rows, q.astype(np.float16), len(keys), MetricKind.Cos, exact=True, threads=1
+        )
+        approx = np.full(len(keys), -np.inf, dtype=np.float32)
+        approx[np.asarray(m.keys, dtype=np.int64)] = 1.0 - np.asarray(m.distances)
+        kth = np.partition(approx, -k)[-k] if len(keys) > k else -np.inf
+        short = np.flatnonzero(approx >= kth - _SHORTLIST_MARGIN)
+        scores = _f32_cosine(rows[short], q)
+        if len(short) and np.max(np.abs(scores - approx[short])) > _SHORTLIST_MARGIN / 4:
+            # a SIMD kernel that accumulates in f16 would be this imprecise: score all in f32
+            short, scores = np.arange(len(keys)), _f32_cosine(rows, q)
+        return self._top(keys[short], scores, k)
 
     def _hnsw(
         self, index: Index, q: np.ndarray, k: int, cand: np.ndarray | None, n: int
