@@ -267,6 +267,7 @@ def run_mode(
     wall, server, embed, stages = [], [], [], {}
     n_hits, n_docs, nbytes = [], [], []
     per_query: dict[str, float] = {}
+    runs: dict[str, list[list[Any]]] = {}
     for qid in tqdm(qids, desc=f"search {mode}", unit="q", file=sys.stderr):
         body = {"q": queries[qid], "top_k": TOP_K, "mode": mode}
         t0 = time.perf_counter()
@@ -285,6 +286,7 @@ def run_mode(
         recall.append(recall_at_k(ranked, qrels[qid], 100))
         mrr.append(mrr_at_k(ranked, qrels[qid], 10))
         per_query[qid] = round(q_ndcg, 6)
+        runs[qid] = [[h["doc_id"], h["ranks"]["dense"], h["ranks"]["lexical"]] for h in out["hits"]]
         wall.append(ms)
         server.append(float(trace["total_ms"]))
         e = stage_ms(trace, "embed")
@@ -317,6 +319,7 @@ def run_mode(
         "docs_per_query_mean": round(statistics.fmean(n_docs), 1),
         "response_kb_mean": round(statistics.fmean(nbytes) / 1024, 1),
         "per_query_ndcg@10": per_query,
+        "_runs": runs,
     }
 
 
@@ -363,7 +366,7 @@ def markdown(report: dict[str, Any]) -> str:
         f" {report['queries_scored']} queries scored"
         + (" (**limited run: not comparable to the published numbers**)" if cfg["limited"] else "")
         + ".",
-        "- Units are `title + \"\\n\" + text`, `doc_id` = corpus id, scope"
+        '- Units are `title + "\\n" + text`, `doc_id` = corpus id, scope'
         f" `{SCOPE}`, ingested over `POST /v1/ingest` in batches of {BATCH}.",
         f"- Search: `POST /v1/search`, `top_k={TOP_K}`; chunk hits aggregated to documents by"
         " best rank before scoring. Hybrid is RRF (k=60) of the dense and lexical legs.",
@@ -425,13 +428,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit-queries", type=int, help="score at most N test queries")
     ap.add_argument("--port", type=int, help="server port (default: a free one)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument(
+        "--save-runs",
+        type=Path,
+        help="also write every query's chunk hits as [doc_id, dense rank, lexical rank] (large)",
+    )
     ap.add_argument("--dataset", type=Path, default=DATA, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     corpus, queries, qrels = load_beir(args.dataset, "test")
     docs, qids = select(corpus, queries, qrels, args.limit_docs, args.limit_queries)
     if not qids:
-        print("no query has all its relevant documents ingested; raise --limit-docs", file=sys.stderr)
+        print(
+            "no query has all its relevant documents ingested; raise --limit-docs", file=sys.stderr
+        )
         return 2
     print(f"{len(docs)} docs to ingest, {len(qids)} queries to score", file=sys.stderr)
 
@@ -442,7 +452,10 @@ def main(argv: list[str] | None = None) -> int:
         data_dir = args.data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         if any(data_dir.iterdir()):
-            print(f"--data-dir {data_dir} is not empty; the benchmark needs a fresh one", file=sys.stderr)
+            print(
+                f"--data-dir {data_dir} is not empty; the benchmark needs a fresh one",
+                file=sys.stderr,
+            )
             return 2
     log_dir = Path(tempfile.mkdtemp(prefix="scdb-bench-log-"))
     server = Server(data_dir, args.port or free_port(), log_dir / "server.log")
@@ -451,11 +464,17 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         server.start()
         startup_s = time.perf_counter() - t0
-        print(f"server ready on {server.url} in {startup_s:.1f}s (data: {data_dir})", file=sys.stderr)
+        print(
+            f"server ready on {server.url} in {startup_s:.1f}s (data: {data_dir})", file=sys.stderr
+        )
         headers = {"Authorization": f"Bearer {KEY}"}
         with httpx.Client(base_url=server.url, headers=headers, timeout=600.0) as client:
             ing = ingest(client, corpus, docs)
             modes = {m: run_mode(client, m, queries, qids, qrels) for m in MODES}
+        runs = {m: modes[m].pop("_runs") for m in MODES}
+        if args.save_runs is not None:
+            args.save_runs.parent.mkdir(parents=True, exist_ok=True)
+            args.save_runs.write_text(json.dumps(runs))
         stage_names: list[str] = []
         for m in modes.values():
             for s in m["latency_ms"]["stages"]:
@@ -474,8 +493,11 @@ def main(argv: list[str] | None = None) -> int:
                 "limited": args.limit_docs is not None or args.limit_queries is not None,
                 "limit_docs": args.limit_docs,
                 "limit_queries": args.limit_queries,
-                "server_env": {k: v for k, v in server.env.items() if k.startswith("SCDB_")
-                               and k != "SCDB_AUDIT_KEY"},
+                "server_env": {
+                    k: v
+                    for k, v in server.env.items()
+                    if k.startswith("SCDB_") and k != "SCDB_AUDIT_KEY"
+                },
             },
             "environment": {
                 "git_commit": git_commit(),

@@ -194,7 +194,4 @@ class AegisQuery(_In):
     @field_validator("planes")
     @classmethod
     def _planes(cls, v: list[str] | None) -> list[str] | None:
-        if v is not None:
-            seen = [p for p in PLANES if p in v]
-            return seen
-        return v
+        return None if v is None else [str(p) for p in PLANES if p in v]

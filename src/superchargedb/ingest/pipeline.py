@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -115,7 +115,7 @@ class Ingestor:
         s = self.svc.settings
         emb = self.svc.embedder
         for p in prepared:
-            kind = "lines" if p.modality in ("code", "log") else "prose"
+            kind: Literal["prose", "lines"] = "lines" if p.modality in ("code", "log") else "prose"
             chunks = chunk_text(
                 p.text,
                 emb,

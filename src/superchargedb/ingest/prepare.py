@@ -144,8 +144,8 @@ def chunk_prepared(p: Prepared, chunks: list[Chunk]) -> None:
         p.chunks = [(p.text, p.locator)]
         return
     by_lines = p.modality in ("code", "log")
-    base_char = p.locator.start if p.locator and p.locator.kind == "char_span" else 0
-    base_line = p.locator.start if p.locator and p.locator.kind == "line_range" else 1
+    base_char = (p.locator.start or 0) if p.locator and p.locator.kind == "char_span" else 0
+    base_line = (p.locator.start or 1) if p.locator and p.locator.kind == "line_range" else 1
     out: list[tuple[str, Locator | None]] = []
     for c in chunks:
         if p.locator is not None and p.locator.kind in ("bbox", "time_range"):

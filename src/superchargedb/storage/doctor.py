@@ -84,7 +84,7 @@ def check_index(catalog: Catalog, store: VectorStore) -> dict[str, Any]:
 
 
 def doctor(catalog: Catalog, store: VectorStore) -> dict[str, Any]:
-    report = {
+    report: dict[str, Any] = {
         "integrity": check_integrity(catalog),
         "fts": check_fts(catalog),
         "index": check_index(catalog, store),

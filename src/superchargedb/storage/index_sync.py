@@ -102,11 +102,11 @@ class IndexSync:
         self.store.checkpoint()
         faults.point("sync.after_checkpoint")
         self._since_checkpoint = 0
-        durable = {p: self.store.durable_seq(p) for p in PLANES}
+        durable: dict[str, int] = {p: self.store.durable_seq(p) for p in PLANES}
         if durable == self._gc_done:
             return
         with self.catalog.write() as conn:
-            for plane, seq in durable.items():
-                conn.execute("DELETE FROM outbox WHERE plane = ? AND seq <= ?", (plane, seq))
-                self.catalog.kv_set(conn, f"outbox_gc:{plane}", str(seq))
+            for name, seq in durable.items():
+                conn.execute("DELETE FROM outbox WHERE plane = ? AND seq <= ?", (name, seq))
+                self.catalog.kv_set(conn, f"outbox_gc:{name}", str(seq))
         self._gc_done = durable
