@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -19,8 +20,9 @@ from superchargedb.models.embedder import Embedder, make_embedder
 from superchargedb.service import Service
 from superchargedb.settings import Settings
 
-# The audit key lives outside any data dir; one per test session.
+# The audit key and anchors live outside any data dir; keep both away from the real home.
 os.environ.setdefault("SCDB_AUDIT_KEY", "11" * 32)
+os.environ.setdefault("XDG_CONFIG_HOME", tempfile.mkdtemp(prefix="scdb-config-"))
 
 
 @pytest.fixture(scope="session")

@@ -31,12 +31,13 @@ from .storage.catalog import Catalog
 from .storage.index_sync import IndexSync
 from .storage.lock import DataDirLock
 from .storage.vectors import VectorStore
+from .tenancy import TenancyMixin
 from .types import TIER_PLANES, Locator, Principal, Trace
 
 log = logging.getLogger(__name__)
 
 
-class Service:
+class Service(TenancyMixin):
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.settings = settings
         data = Path(settings.data_dir)
@@ -55,6 +56,7 @@ class Service:
             )
             self.catalog = Catalog(data / "catalog.db", settings.sqlite_synchronous)
             self.audit_key = audit.load_key(settings.audit_key_file)
+            self.audit_anchor = audit.anchor_path(data, settings.audit_anchor_file)
             self.store = VectorStore(data / "index", self.embedder.dim, self.embedder.model_id)
             self.sync = IndexSync(self.catalog, self.store, settings.checkpoint_every)
             self.sync.startup()
@@ -71,6 +73,7 @@ class Service:
         try:
             with self.catalog.write_lock():
                 self.sync.checkpoint()
+            audit.write_anchor(self.catalog.reader(), self.audit_key, self.audit_anchor)
         finally:
             self.catalog.close()
             self.lock.release()

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
 
     # Audit chain key file: kept outside the data dir (DECISIONS 46).
     audit_key_file: Path | None = None
+    # Signed head checkpoint, also outside the data dir (default under ~/.config/superchargedb).
+    audit_anchor_file: Path | None = None
 
     # Test-only fault injection: name of a crash point at which the process SIGKILLs itself.
     crash_at: str | None = None

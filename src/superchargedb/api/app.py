@@ -21,6 +21,7 @@ from ..service import Service
 from ..types import Principal
 from .body import BodyLimitMiddleware, parse_json
 from .openapi import ERROR_RESPONSES, body_schema, install_openapi
+from .routes_admin import register_admin
 
 log = logging.getLogger("superchargedb.api")
 
@@ -173,5 +174,6 @@ def create_app(svc: Service) -> FastAPI:
     ) -> Any:
         return await run_in_threadpool(svc.delete_doc, p, doc_id, x_aegis_scope, scope)
 
+    register_admin(app, svc, principal, body_of)
     install_openapi(app)
     return app

@@ -13,6 +13,7 @@ _DESCRIPTIONS = {
     402: "Tier or quota: upgrade_required (with required_tier) or quota_exceeded",
     403: "Missing permission or scope outside your grants",
     404: "Absent, or not visible to you",
+    409: "Conflict (already exists, or the data dir is owned by another process)",
     413: "Body, batch or text over a limit",
     422: "Validation error",
     429: "Rate limited",

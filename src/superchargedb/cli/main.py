@@ -9,9 +9,13 @@ from pathlib import Path
 
 import typer
 
+from .admin import audit_app, keys_app
+
 app = typer.Typer(
     help="SuperChargeDB: multimodal retrieval with cited answers.", no_args_is_help=True
 )
+app.add_typer(keys_app, name="keys")
+app.add_typer(audit_app, name="audit")
 
 
 def _is_loopback(host: str) -> bool:

@@ -79,8 +79,21 @@ def append(
     return h
 
 
-def verify(conn: sqlite3.Connection, key: bytes) -> dict[str, Any]:
-    """Recompute the chain; name the first record that was altered, removed or reordered."""
+def verify(conn: sqlite3.Connection, key: bytes, anchor: Path | None = None) -> dict[str, Any]:
+    """Recompute the chain; name the first record that was altered, removed or reordered.
+
+    With ``anchor`` (the signed head kept outside the data dir) truncating the chain and fixing
+    the in-file head is detected too.
+    """
+    result = _verify_chain(conn, key)
+    if result["ok"] and anchor is not None:
+        bad = check_anchor(conn, key, anchor)
+        if bad is not None:
+            return {**bad, "records": result["records"]}
+    return result
+
+
+def _verify_chain(conn: sqlite3.Connection, key: bytes) -> dict[str, Any]:
     prev = GENESIS
     expected_seq = 1
     n = 0
@@ -116,3 +129,51 @@ def verify(conn: sqlite3.Connection, key: bytes) -> dict[str, Any]:
                 "reason": "chain is shorter than its anchored head (records removed at the end)",
             }
     return {"ok": True, "records": n, "head": prev}
+
+
+def anchor_path(data_dir: Path, override: Path | None = None) -> Path:
+    """Where the signed head checkpoint of this data dir lives: outside the data dir."""
+    if override is not None:
+        return override
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    tag = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    return base / "superchargedb" / "anchors" / f"{tag}.json"
+
+
+def write_anchor(conn: sqlite3.Connection, key: bytes, path: Path) -> dict[str, Any] | None:
+    """Sign the current head and store it outside the data dir (atomically)."""
+    row = conn.execute("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
+    if row is None:
+        return None
+    seq, h = int(row[0]), str(row[1])
+    mac = hmac.new(key, f"anchor|{seq}|{h}".encode(), hashlib.sha256).hexdigest()
+    body = {"seq": seq, "hash": h, "mac": mac}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(body))
+    os.replace(tmp, path)
+    return body
+
+
+def check_anchor(conn: sqlite3.Connection, key: bytes, path: Path) -> dict[str, Any] | None:
+    """None when the chain still holds the anchored head; else a failure report."""
+    if not path.exists():
+        return None
+    try:
+        a = json.loads(path.read_text())
+        seq, h, mac = int(a["seq"]), str(a["hash"]), str(a["mac"])
+    except (ValueError, KeyError, TypeError):
+        return {"ok": False, "first_bad_seq": None, "reason": "anchor file unreadable"}
+    want = hmac.new(key, f"anchor|{seq}|{h}".encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(want, mac):
+        return {"ok": False, "first_bad_seq": None, "reason": "anchor signature invalid"}
+    row = conn.execute("SELECT hash FROM audit_log WHERE seq = ?", (seq,)).fetchone()
+    if row is None:
+        return {
+            "ok": False,
+            "first_bad_seq": seq,
+            "reason": "chain is shorter than its signed anchor (records removed)",
+        }
+    if row[0] != h:
+        return {"ok": False, "first_bad_seq": seq, "reason": "anchored record was rewritten"}
+    return None

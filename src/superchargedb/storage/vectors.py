@@ -249,8 +249,8 @@ class VectorStore:
         ordered = sorted(ops, key=lambda o: o.seq)
         for o in ordered:
             self._check_plane(o.plane)
-            if o.op not in ("add", "remove"):
-                raise ValueError(f"unknown vector op {o.op!r}")
+            if o.op not in ("add", "remove") or not 0 <= o.key < 2**64:
+                raise ValueError(f"bad vector op {o.op!r} key {o.key} (seq {o.seq})")
             if o.op == "add" and o.vector is not None and np.shape(o.vector) != (self.dim,):
                 raise ValueError(f"op {o.seq}: vector shape {np.shape(o.vector)} != ({self.dim},)")
         with self._mutex:

@@ -1,0 +1,76 @@
+"""Admin routes: principals, keys, the audit chain (tenant admins are bounded, DECISIONS 7)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from starlette.concurrency import run_in_threadpool
+
+from ..service import Service
+from ..types import Principal
+from .openapi import ERROR_RESPONSES
+
+PrincipalDep = Callable[..., Awaitable[Principal]]
+BodyOf = Callable[[Request], Awaitable[Any]]
+
+
+def register_admin(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: BodyOf) -> None:
+    errs = ERROR_RESPONSES.subset(401, 403, 404, 409, 422)
+
+    @app.post("/v1/admin/principals", tags=["admin"], responses=errs, status_code=201)
+    async def create_principal(request: Request, p: Principal = Depends(principal)) -> Any:
+        body = await body_of(request)
+        return await run_in_threadpool(svc.admin_create_principal, p, body)
+
+    @app.get("/v1/admin/principals", tags=["admin"], responses=errs)
+    async def list_principals(p: Principal = Depends(principal)) -> Any:
+        return await run_in_threadpool(svc.admin_list_principals, p)
+
+    @app.get("/v1/admin/principals/{name}", tags=["admin"], responses=errs)
+    async def get_principal(name: str, p: Principal = Depends(principal)) -> Any:
+        return await run_in_threadpool(svc.admin_get_principal, p, name)
+
+    @app.patch("/v1/admin/principals/{name}", tags=["admin"], responses=errs)
+    async def update_principal(
+        name: str, request: Request, p: Principal = Depends(principal)
+    ) -> Any:
+        body = await body_of(request)
+        return await run_in_threadpool(svc.admin_update_principal, p, name, body)
+
+    @app.get("/v1/admin/principals/{name}/keys", tags=["admin"], responses=errs)
+    async def list_keys(name: str, p: Principal = Depends(principal)) -> Any:
+        return await run_in_threadpool(svc.admin_list_keys, p, name)
+
+    @app.post("/v1/admin/principals/{name}/keys", tags=["admin"], responses=errs, status_code=201)
+    async def create_key(name: str, request: Request, p: Principal = Depends(principal)) -> Any:
+        raw = await request.body()
+        body = await body_of(request) if raw.strip() else {}
+        expires = body.get("expires_at") if isinstance(body, dict) else None
+        return await run_in_threadpool(svc.admin_create_key, p, name, _int_or_none(expires))
+
+    @app.delete("/v1/admin/keys/{key_id}", tags=["admin"], responses=errs)
+    async def revoke_key(key_id: str, p: Principal = Depends(principal)) -> Any:
+        return await run_in_threadpool(svc.admin_revoke_key, p, key_id)
+
+    @app.post("/v1/admin/keys/{key_id}/rotate", tags=["admin"], responses=errs)
+    async def rotate_key(key_id: str, request: Request, p: Principal = Depends(principal)) -> Any:
+        raw = await request.body()
+        body = await body_of(request) if raw.strip() else {}
+        overlap = body.get("overlap_s", 0) if isinstance(body, dict) else 0
+        return await run_in_threadpool(svc.admin_rotate_key, p, key_id, _int_or_none(overlap) or 0)
+
+    @app.get("/v1/audit/verify", tags=["admin"], responses=ERROR_RESPONSES.subset(401, 403))
+    async def audit_verify(p: Principal = Depends(principal)) -> Any:
+        return await run_in_threadpool(svc.audit_verify, p)
+
+
+def _int_or_none(v: Any) -> int | None:
+    from ..errors import ValidationError
+
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValidationError("expected an integer")
+    return v

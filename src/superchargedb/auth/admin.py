@@ -1,0 +1,261 @@
+"""Managing principals and keys, bounded for tenant admins (DECISIONS 7).
+
+The operator (CLI with the data-dir lock) is unbounded. A tenant ``admin`` manages only principals
+whose every scope lies within its own grants (others are a 404 to it) and never grants more than
+it holds: scopes within its grants, perms it has, a tier and quota no higher than its own, groups
+it belongs to. Every change is audited in its own transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import ForbiddenError, NotFoundError, ScopeForbiddenError, ValidationError
+from ..types import TIER_RANK, Principal
+from . import principals as pm
+from .scopes import check_scope, within_any
+
+OPERATOR = Principal(
+    id="operator",
+    name="operator",
+    perms=frozenset({"read", "write", "admin"}),
+    tier="enterprise",
+    scopes=(),
+    active_scope="",
+    groups=frozenset(),
+    doc_quota=None,
+    is_operator=True,
+)
+
+
+class EscalationError(ForbiddenError):
+    code = "privilege_escalation"
+
+
+def require_admin(actor: Principal) -> None:
+    if not (actor.is_operator or actor.has("admin")):
+        raise ForbiddenError("the admin permission is required")
+
+
+def check_grant(
+    actor: Principal,
+    *,
+    perms: Iterable[str] | None = None,
+    tier: str | None = None,
+    scopes: Iterable[str] | None = None,
+    groups: Iterable[str] | None = None,
+    doc_quota: int | None | str = "unset",
+) -> None:
+    """Raise unless a tenant admin holds everything it is about to grant."""
+    if actor.is_operator:
+        return
+    for s in scopes or ():
+        check_scope(s)
+        if not within_any(s, actor.scopes):
+            raise ScopeForbiddenError("cannot grant a scope outside your own grants")
+    extra = set(perms or ()) - actor.perms
+    if extra:
+        raise EscalationError(f"cannot grant perms you do not hold: {sorted(extra)}")
+    if tier is not None and TIER_RANK.get(tier, 99) > TIER_RANK[actor.tier]:
+        raise EscalationError(f"cannot grant tier {tier!r} above your own ({actor.tier})")
+    extra_g = set(groups or ()) - actor.groups
+    if extra_g:
+        raise EscalationError(f"cannot grant groups you are not in: {sorted(extra_g)}")
+    capped = doc_quota != "unset" and actor.doc_quota is not None
+    if capped and (doc_quota is None or int(doc_quota) > int(actor.doc_quota or 0)):
+        raise EscalationError("cannot grant a document quota above your own")
+
+
+def _manageable(actor: Principal, target: Principal) -> bool:
+    return actor.is_operator or (
+        actor.has("admin") and all(within_any(s, actor.scopes) for s in target.scopes)
+    )
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def get_principal(conn: sqlite3.Connection, actor: Principal, name: str) -> Principal:
+    """A principal the actor may manage, else 404 (existence is never revealed)."""
+    row = conn.execute("SELECT * FROM principals WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        raise NotFoundError("principal not found")
+    target = pm.row_to_principal(row)
+    if not _manageable(actor, target):
+        raise NotFoundError("principal not found")
+    return target
+
+
+def principal_dict(p: Principal, disabled: bool = False) -> dict[str, Any]:
+    return {
+        "name": p.name,
+        "perms": sorted(p.perms),
+        "tier": p.tier,
+        "scopes": list(p.scopes),
+        "active_scope": p.active_scope,
+        "groups": sorted(p.groups),
+        "doc_quota": p.doc_quota,
+        "disabled": disabled,
+    }
+
+
+def list_principals(conn: sqlite3.Connection, actor: Principal) -> list[dict[str, Any]]:
+    require_admin(actor)
+    out = []
+    for row in conn.execute("SELECT * FROM principals ORDER BY name"):
+        p = pm.row_to_principal(row)
+        if _manageable(actor, p):
+            out.append(principal_dict(p, bool(row["disabled"])))
+    return out
+
+
+def create_principal(
+    conn: sqlite3.Connection, actor: Principal, spec: dict[str, Any]
+) -> tuple[Principal, str, str]:
+    """Create a principal and its first key; returns (principal, key_id, key)."""
+    require_admin(actor)
+    name = spec.get("name")
+    if not isinstance(name, str) or not name or len(name) > 64 or not name.isascii():
+        raise ValidationError("name: 1-64 ASCII characters", field="name")
+    perms = list(spec.get("perms") or ["read"])
+    tier = str(spec.get("tier") or ("free" if actor.is_operator else actor.tier))
+    scopes = list(spec.get("scopes") or [])
+    groups = list(spec.get("groups") or [])
+    quota = spec.get("doc_quota")
+    if quota is not None and (not isinstance(quota, int) or quota < 0):
+        raise ValidationError("doc_quota must be a non-negative integer or null", field="doc_quota")
+    check_grant(actor, perms=perms, tier=tier, scopes=scopes, groups=groups, doc_quota=quota)
+    p = pm.create_principal(
+        conn,
+        name,
+        perms=perms,
+        tier=tier,
+        scopes=scopes,
+        active_scope=spec.get("active_scope"),
+        groups=groups,
+        doc_quota=quota,
+    )
+    expires = spec.get("expires_at")
+    kid, key = pm.add_key(conn, p.id, expires_at=expires)
+    return p, kid, key
+
+
+def update_principal(
+    conn: sqlite3.Connection, actor: Principal, name: str, changes: dict[str, Any]
+) -> Principal:
+    require_admin(actor)
+    allowed = {"perms", "tier", "scopes", "active_scope", "groups", "doc_quota", "disabled"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise ValidationError(f"unknown field(s): {sorted(unknown)}")
+    target = get_principal(conn, actor, name)
+    perms = list(changes.get("perms", target.perms))
+    tier = changes.get("tier", target.tier)
+    scopes = list(changes.get("scopes", target.scopes))
+    groups = list(changes.get("groups", target.groups))
+    quota = changes.get("doc_quota", target.doc_quota)
+    check_grant(
+        actor,
+        perms=perms if "perms" in changes else None,
+        tier=tier if "tier" in changes else None,
+        scopes=scopes if "scopes" in changes else None,
+        groups=groups if "groups" in changes else None,
+        doc_quota=quota if "doc_quota" in changes else "unset",
+    )
+    active = changes.get("active_scope", target.active_scope)
+    if not within_any(active, scopes):
+        active = scopes[0] if scopes else active
+    perms_l, scopes_l, active = pm.validate_principal_fields(perms, tier, scopes, active)
+    conn.execute(
+        "UPDATE principals SET perms = ?, tier = ?, scopes = ?, active_scope = ?, groups = ?,"
+        " doc_quota = ?, disabled = ? WHERE id = ?",
+        (
+            json.dumps(perms_l),
+            tier,
+            json.dumps(scopes_l),
+            active,
+            json.dumps(sorted(set(groups))),
+            quota,
+            int(bool(changes.get("disabled", False))),
+            target.id,
+        ),
+    )
+    return get_principal(conn, OPERATOR, name)
+
+
+def list_keys(conn: sqlite3.Connection, actor: Principal, name: str) -> list[dict[str, Any]]:
+    require_admin(actor)
+    target = get_principal(conn, actor, name)
+    return [
+        {
+            "key_id": r["id"],
+            "prefix": r["prefix"],
+            "created_at": r["created_at"],
+            "expires_at": r["expires_at"],
+            "revoked_at": r["revoked_at"],
+            "last_used_at": r["last_used_at"],
+        }
+        for r in conn.execute(
+            "SELECT * FROM api_keys WHERE principal_id = ? ORDER BY created_at", (target.id,)
+        )
+    ]
+
+
+def _key_owner(conn: sqlite3.Connection, actor: Principal, key_id: str) -> sqlite3.Row:
+    row = conn.execute(
+        "SELECT k.*, p.name FROM api_keys k JOIN principals p ON p.id = k.principal_id"
+        " WHERE k.id = ?",
+        (key_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFoundError("key not found")
+    try:
+        get_principal(conn, actor, row["name"])
+    except NotFoundError:
+        raise NotFoundError("key not found") from None
+    return row
+
+
+def create_key(
+    conn: sqlite3.Connection, actor: Principal, name: str, expires_at: int | None = None
+) -> tuple[str, str]:
+    require_admin(actor)
+    target = get_principal(conn, actor, name)
+    return pm.add_key(conn, target.id, expires_at=expires_at)
+
+
+def revoke_key(conn: sqlite3.Connection, actor: Principal, key_id: str) -> str:
+    require_admin(actor)
+    row = _key_owner(conn, actor, key_id)
+    conn.execute(
+        "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (_now(), key_id)
+    )
+    return str(row["name"])
+
+
+def rotate_key(
+    conn: sqlite3.Connection, actor: Principal, key_id: str, overlap_s: int = 0
+) -> tuple[str, str, str]:
+    """A new key for the same principal; the old one keeps working for ``overlap_s`` seconds."""
+    require_admin(actor)
+    if overlap_s < 0 or overlap_s > 30 * 86400:
+        raise ValidationError("overlap_s must be between 0 and 30 days", field="overlap_s")
+    row = _key_owner(conn, actor, key_id)
+    if row["revoked_at"] is not None:
+        raise ValidationError("cannot rotate a revoked key", field="key_id")
+    until = _now() + overlap_s * 1000
+    if overlap_s == 0:
+        conn.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", (_now(), key_id))
+    else:
+        current = row["expires_at"]
+        conn.execute(
+            "UPDATE api_keys SET expires_at = ? WHERE id = ?",
+            (min(current, until) if current else until, key_id),
+        )
+    kid, key = pm.add_key(conn, row["principal_id"], expires_at=row["expires_at"])
+    return str(row["name"]), kid, key

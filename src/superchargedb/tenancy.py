@@ -1,0 +1,97 @@
+"""Tenant operations on the facade: principals, keys and the audit chain, each change audited.
+
+Kept apart from ``service.py`` so the facade stays one concept per module; ``Service`` mixes
+this in.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .auth import admin
+from .auth.admin import require_admin
+from .errors import ValidationError
+from .storage import audit
+from .types import Principal
+
+if TYPE_CHECKING:
+    from .storage.catalog import Catalog
+
+
+class TenancyMixin:
+    catalog: Catalog
+    audit_key: bytes
+    audit_anchor: Path
+
+    @contextmanager
+    def _audited(
+        self, actor: Principal, action: str, record: dict[str, Any]
+    ) -> Iterator[sqlite3.Connection]:
+        """A write transaction that appends ``record`` (filled in by the body) to the chain."""
+        with self.catalog.write() as conn:
+            yield conn
+            audit.append(conn, self.audit_key, actor.name, action, record)
+
+    def admin_create_principal(self, actor: Principal, spec: Any) -> dict[str, Any]:
+        if not isinstance(spec, dict):
+            raise ValidationError("body must be a JSON object")
+        record: dict[str, Any] = {}
+        with self._audited(actor, "principal.create", record) as conn:
+            p, kid, key = admin.create_principal(conn, actor, spec)
+            record.update(admin.principal_dict(p), key_id=kid)
+        return {"principal": admin.principal_dict(p), "key_id": kid, "key": key}
+
+    def admin_list_principals(self, actor: Principal) -> dict[str, Any]:
+        return {"principals": admin.list_principals(self.catalog.reader(), actor)}
+
+    def admin_get_principal(self, actor: Principal, name: str) -> dict[str, Any]:
+        require_admin(actor)
+        return admin.principal_dict(admin.get_principal(self.catalog.reader(), actor, name))
+
+    def admin_update_principal(self, actor: Principal, name: str, changes: Any) -> dict[str, Any]:
+        if not isinstance(changes, dict):
+            raise ValidationError("body must be a JSON object")
+        record: dict[str, Any] = {"name": name}
+        with self._audited(actor, "principal.update", record) as conn:
+            p = admin.update_principal(conn, actor, name, changes)
+            record.update(changes=sorted(changes))
+        return admin.principal_dict(p)
+
+    def admin_create_key(
+        self, actor: Principal, name: str, expires_at: int | None = None
+    ) -> dict[str, Any]:
+        record: dict[str, Any] = {"principal": name}
+        with self._audited(actor, "key.create", record) as conn:
+            kid, key = admin.create_key(conn, actor, name, expires_at)
+            record["key_id"] = kid
+        return {"key_id": kid, "key": key, "expires_at": expires_at}
+
+    def admin_list_keys(self, actor: Principal, name: str) -> dict[str, Any]:
+        return {"keys": admin.list_keys(self.catalog.reader(), actor, name)}
+
+    def admin_revoke_key(self, actor: Principal, key_id: str) -> dict[str, Any]:
+        record: dict[str, Any] = {"key_id": key_id}
+        with self._audited(actor, "key.revoke", record) as conn:
+            record["principal"] = admin.revoke_key(conn, actor, key_id)
+        return {"revoked": key_id}
+
+    def admin_rotate_key(self, actor: Principal, key_id: str, overlap_s: int = 0) -> dict[str, Any]:
+        record: dict[str, Any] = {"key_id": key_id, "overlap_s": overlap_s}
+        with self._audited(actor, "key.rotate", record) as conn:
+            name, kid, key = admin.rotate_key(conn, actor, key_id, overlap_s)
+            record.update(principal=name, new_key_id=kid)
+        return {"key_id": kid, "key": key, "old_key_id": key_id, "overlap_s": overlap_s}
+
+    def audit_verify(self, actor: Principal) -> dict[str, Any]:
+        require_admin(actor)
+        return audit.verify(self.catalog.reader(), self.audit_key, self.audit_anchor)
+
+    def audit_export(self) -> Iterator[str]:
+        for r in self.catalog.reader().execute(
+            "SELECT seq, prev_hash, hash, record FROM audit_log ORDER BY seq"
+        ):
+            yield (f'{{"seq":{r[0]},"prev_hash":"{r[1]}","hash":"{r[2]}","record":{r[3]}}}')
