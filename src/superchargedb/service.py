@@ -7,6 +7,7 @@ ingest and search pipelines. Nothing here knows about HTTP.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,12 @@ from pydantic import ValidationError as PydanticValidationError
 from .auth import principals as principals_mod
 from .auth.acl import visible_sql
 from .auth.scopes import check_scope, clamp
+from .documents import DocumentsMixin
 from .errors import ForbiddenError, NotFoundError, UpgradeRequiredError, ValidationError
 from .ingest.pipeline import Ingestor, required_tier
 from .ingest.prepare import pydantic_message
+from .metering import Meter
+from .metrics import Metrics
 from .models.embedder import Embedder, make_embedder
 from .schemas import AegisQuery
 from .search.cache import ResultCache, cache_key
@@ -32,12 +36,12 @@ from .storage.index_sync import IndexSync
 from .storage.lock import DataDirLock
 from .storage.vectors import VectorStore
 from .tenancy import TenancyMixin
-from .types import TIER_PLANES, Locator, Principal, Trace
+from .types import PLANES, TIER_PLANES, Locator, Principal, Trace
 
 log = logging.getLogger(__name__)
 
 
-class Service(TenancyMixin):
+class Service(TenancyMixin, DocumentsMixin):
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.settings = settings
         data = Path(settings.data_dir)
@@ -64,13 +68,54 @@ class Service(TenancyMixin):
             self.lock.release()
             raise
         self.cache = ResultCache(settings.cache_max_bytes)
+        self.meter = Meter(self.catalog)
+        self.metrics = Metrics()
+        self._register_gauges()
+        self._stop = threading.Event()
+        self._flusher = threading.Thread(target=self._flush_loop, name="scdb-meter", daemon=True)
+        self._flusher.start()
         self.ingestor = Ingestor(self)
         self.searcher = Searcher(self)
         self.versions = f"{self.embedder.model_id};rrf{settings.rrf_k};d{settings.leg_depth}"
 
     # -- lifecycle -------------------------------------------------------------------------
+    def _flush_loop(self) -> None:
+        while not self._stop.wait(5.0):
+            try:
+                self.meter.flush()
+            except Exception:  # metering must never take the server down
+                log.exception("usage flush failed")
+
+    def _register_gauges(self) -> None:
+        m = self.metrics
+
+        def index_size() -> dict[tuple[tuple[str, str], ...], float]:
+            return {(("plane", p),): float(self.store.count(p)) for p in PLANES}
+
+        def outbox_lag() -> dict[tuple[tuple[str, str], ...], float]:
+            row = (
+                self.catalog.reader()
+                .execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
+                .fetchone()
+            )
+            return {(): float((int(row[0]) if row else 0) - self.sync.applied_seq)}
+
+        def cache_stats() -> dict[tuple[tuple[str, str], ...], float]:
+            return {(("result", "hit"),): self.cache.hits, (("result", "miss"),): self.cache.misses}
+
+        def wal_bytes() -> dict[tuple[tuple[str, str], ...], float]:
+            wal = Path(self.settings.data_dir) / "catalog.db-wal"
+            return {(): float(wal.stat().st_size if wal.exists() else 0)}
+
+        m.gauge("scdb_index_vectors", "Live vectors in each plane's index", index_size)
+        m.gauge("scdb_outbox_lag", "Outbox operations committed but not yet applied", outbox_lag)
+        m.gauge("scdb_cache_lookups", "Result cache lookups by result", cache_stats)
+        m.gauge("scdb_wal_bytes", "Size of the SQLite write-ahead log", wal_bytes)
+
     def close(self) -> None:
+        self._stop.set()
         try:
+            self.meter.flush()
             with self.catalog.write_lock():
                 self.sync.checkpoint()
             audit.write_anchor(self.catalog.reader(), self.audit_key, self.audit_anchor)
@@ -177,6 +222,11 @@ class Service(TenancyMixin):
             return dict(cached)
         trace = Trace()
         hits = self.searcher.run(principal, q, scopes, planes, trace)
+        for st in trace.stages:
+            if st.skipped is None:
+                self.metrics.observe(
+                    "scdb_stage_ms", "Search stage latency (ms)", st.ms, stage=st.stage
+                )
         out = {"hits": hits, "answer": None, "trace": trace.to_dict(), "context": context}
         self.cache.put(key, out)
         return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -22,8 +23,10 @@ from ..types import Principal
 from .body import BodyLimitMiddleware, parse_json
 from .openapi import ERROR_RESPONSES, body_schema, install_openapi
 from .routes_admin import register_admin
+from .routes_docs import register_docs
 
 log = logging.getLogger("superchargedb.api")
+access = logging.getLogger("superchargedb.access")
 
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -54,14 +57,38 @@ def create_app(svc: Service) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=s.max_body_bytes)
 
     @app.middleware("http")
-    async def headers(
+    async def observe(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         rid = uuid.uuid4().hex[:16]
+        request.state.request_id = rid
+        t0 = time.perf_counter()
         response = await call_next(request)
+        ms = (time.perf_counter() - t0) * 1000
         for k, v in SECURITY_HEADERS.items():
             response.headers.setdefault(k, v)
         response.headers["X-Request-Id"] = rid
+        route = request.scope.get("route")
+        name = getattr(route, "path", None) or "unmatched"
+        status = str(response.status_code)
+        svc.metrics.inc(
+            "scdb_requests_total", "HTTP requests by route and status", route=name, status=status
+        )
+        svc.metrics.observe("scdb_request_ms", "HTTP request latency (ms)", ms, route=name)
+        who = getattr(request.state, "principal", None)
+        if who is not None and name.startswith("/v1/"):
+            svc.meter.record(who, f"{request.method} {name}")
+        access.info(
+            "request",
+            extra={
+                "request_id": rid,
+                "method": request.method,
+                "route": name,
+                "status": response.status_code,
+                "ms": round(ms, 2),
+                "principal": who,
+            },
+        )
         return response
 
     @app.exception_handler(SCDBError)
@@ -96,9 +123,12 @@ def create_app(svc: Service) -> FastAPI:
         )
 
     async def principal(
+        request: Request,
         authorization: str | None = Header(default=None, include_in_schema=False),
     ) -> Principal:
-        return await run_in_threadpool(svc.authenticate, authorization)
+        p = await run_in_threadpool(svc.authenticate, authorization)
+        request.state.principal = p.name
+        return p
 
     async def body_of(request: Request) -> Any:
         return parse_json(await request.body(), s.max_json_depth)
@@ -175,5 +205,11 @@ def create_app(svc: Service) -> FastAPI:
         return await run_in_threadpool(svc.delete_doc, p, doc_id, x_aegis_scope, scope)
 
     register_admin(app, svc, principal, body_of)
+    register_docs(app, svc, principal, body_of)
+
+    @app.get("/metrics", tags=["ops"])
+    async def metrics() -> Response:
+        return Response(svc.metrics.render(), media_type="text/plain; version=0.0.4")
+
     install_openapi(app)
     return app

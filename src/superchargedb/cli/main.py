@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import logging
 import sys
 from pathlib import Path
 
@@ -51,7 +50,9 @@ def serve(
     if workers != 1:
         typer.echo("the embedded store is owned by one process: --workers must be 1", err=True)
         raise typer.Exit(2)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from ..logs import configure
+
+    configure()
     settings = Settings(data_dir=data, host=host, port=port)
     svc = Service(settings)
     try:

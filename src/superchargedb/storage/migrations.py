@@ -127,8 +127,20 @@ CREATE TABLE kv (
 );
 """
 
+M002_USAGE = """
+CREATE TABLE usage_daily (
+  principal TEXT NOT NULL,
+  day INTEGER NOT NULL,                     -- epoch day (UTC)
+  route TEXT NOT NULL,
+  requests INTEGER NOT NULL,
+  cost_micro_usd INTEGER NOT NULL,
+  PRIMARY KEY (principal, day, route)
+) WITHOUT ROWID;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
+    ("m002_usage", M002_USAGE),
 ]
 
 

@@ -1,0 +1,294 @@
+"""Documents and Units listing, ACL changes, document replace, usage (DECISIONS Part 3, 16, 17).
+
+Mixed into ``Service``. Every listing applies the one visibility predicate in SQL and pages with
+opaque keyset cursors (offsets skip or repeat rows when data changes between pages).
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from .auth.acl import visible_sql
+from .errors import ForbiddenError, NotFoundError, ValidationError
+from .storage import audit
+from .storage import units as units_sql
+from .types import PLANES, Principal
+
+if TYPE_CHECKING:
+    from .ingest.pipeline import Ingestor
+    from .storage.catalog import Catalog
+    from .storage.index_sync import IndexSync
+
+MAX_PAGE = 500
+
+
+def encode_cursor(value: Any) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps(value)).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> Any:
+    if not cursor:
+        return None
+    try:
+        return orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, orjson.JSONDecodeError):
+        raise ValidationError("invalid cursor", field="cursor") from None
+
+
+def _page_size(limit: int | None) -> int:
+    if limit is None:
+        return 100
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValidationError(f"limit must be between 1 and {MAX_PAGE}", field="limit")
+    return limit
+
+
+def _filters(
+    plane: str | None, modality: str | None, t_from: int | None, t_to: int | None
+) -> tuple[str, list[object]]:
+    parts: list[str] = []
+    params: list[object] = []
+    if plane is not None:
+        if plane not in PLANES:
+            raise ValidationError(f"unknown plane {plane!r}", field="plane")
+        parts.append("u.plane = ?")
+        params.append(plane)
+    if modality is not None:
+        parts.append("u.modality = ?")
+        params.append(modality)
+    if t_from is not None:
+        parts.append("u.event_at >= ?")
+        params.append(t_from)
+    if t_to is not None:
+        parts.append("u.event_at < ?")
+        params.append(t_to)
+    return (" AND " + " AND ".join(parts)) if parts else "", params
+
+
+class DocumentsMixin:
+    catalog: Catalog
+    sync: IndexSync
+    ingestor: Ingestor
+    audit_key: bytes
+
+    def request_scope(
+        self, principal: Principal, header: str | None, query: str | None
+    ) -> list[str]:
+        raise NotImplementedError
+
+    def list_docs(
+        self,
+        principal: Principal,
+        header_scope: str | None,
+        query_scope: str | None,
+        *,
+        cursor: str | None = None,
+        limit: int | None = None,
+        plane: str | None = None,
+        modality: str | None = None,
+        t_from: int | None = None,
+        t_to: int | None = None,
+    ) -> dict[str, Any]:
+        if not principal.has("read"):
+            raise ForbiddenError("the read permission is required")
+        scopes = self.request_scope(principal, header_scope, query_scope)
+        n = _page_size(limit)
+        vis, params = visible_sql("u", scopes, principal.name, principal.groups)
+        extra, fparams = _filters(plane, modality, t_from, t_to)
+        after = decode_cursor(cursor)
+        cur_sql = ""
+        if after is not None:
+            if not (isinstance(after, list) and len(after) == 2):
+                raise ValidationError("invalid cursor", field="cursor")
+            cur_sql = " AND (u.scope, u.doc_id) > (?, ?)"
+            fparams += [str(after[0]), str(after[1])]
+        rows = (
+            self.catalog.reader()
+            .execute(
+                "SELECT u.scope, u.doc_id, COUNT(*) AS units,"
+                " GROUP_CONCAT(DISTINCT u.plane) AS planes,"
+                " GROUP_CONCAT(DISTINCT u.modality) AS modalities, MIN(u.created_at) AS created_at,"
+                " MAX(u.created_at) AS updated_at, MIN(u.source_uri) AS source_uri"
+                f" FROM units u WHERE {vis} AND u.seq <= ?{extra}{cur_sql}"
+                " GROUP BY u.scope, u.doc_id ORDER BY u.scope, u.doc_id LIMIT ?",
+                (*params, self.sync.applied_seq, *fparams, n + 1),
+            )
+            .fetchall()
+        )
+        docs = [
+            {
+                "doc_id": r["doc_id"],
+                "scope": r["scope"],
+                "units": r["units"],
+                "planes": sorted(r["planes"].split(",")),
+                "modalities": sorted(r["modalities"].split(",")),
+                "source_uri": r["source_uri"],
+                "created_at": r["created_at"],
+                "updated_at": r["updated_at"],
+            }
+            for r in rows[:n]
+        ]
+        nxt = encode_cursor([docs[-1]["scope"], docs[-1]["doc_id"]]) if len(rows) > n else None
+        return {"docs": docs, "next_cursor": nxt, "context": {"effective_scopes": scopes}}
+
+    def list_units(
+        self,
+        principal: Principal,
+        header_scope: str | None,
+        query_scope: str | None,
+        *,
+        doc_id: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+        plane: str | None = None,
+        modality: str | None = None,
+        t_from: int | None = None,
+        t_to: int | None = None,
+    ) -> dict[str, Any]:
+        from .service import unit_dict
+
+        if not principal.has("read"):
+            raise ForbiddenError("the read permission is required")
+        scopes = self.request_scope(principal, header_scope, query_scope)
+        n = _page_size(limit)
+        vis, params = visible_sql("u", scopes, principal.name, principal.groups)
+        extra, fparams = _filters(plane, modality, t_from, t_to)
+        if doc_id is not None:
+            extra += " AND u.doc_id = ?"
+            fparams.append(doc_id)
+        after = decode_cursor(cursor)
+        if after is not None:
+            if not isinstance(after, int):
+                raise ValidationError("invalid cursor", field="cursor")
+            extra += " AND u.id > ?"
+            fparams.append(after)
+        rows = (
+            self.catalog.reader()
+            .execute(
+                f"SELECT {units_sql.UNIT_COLUMNS} FROM units u WHERE {vis} AND u.seq <= ?{extra}"
+                " ORDER BY u.id LIMIT ?",
+                (*params, self.sync.applied_seq, *fparams, n + 1),
+            )
+            .fetchall()
+        )
+        units = [unit_dict(r) for r in rows[:n]]
+        nxt = encode_cursor(int(rows[n - 1]["id"])) if len(rows) > n else None
+        return {"units": units, "next_cursor": nxt, "context": {"effective_scopes": scopes}}
+
+    def patch_doc(
+        self,
+        principal: Principal,
+        doc_id: str,
+        body: Any,
+        header_scope: str | None,
+        query_scope: str | None,
+    ) -> dict[str, Any]:
+        """Change a document's ``acl_groups`` in place, audited and effective at once (D 16)."""
+        if not principal.has("write"):
+            raise ForbiddenError("the write permission is required")
+        if not isinstance(body, dict) or set(body) != {"acl_groups"}:
+            raise ValidationError('body must be {"acl_groups": [...]}', field="acl_groups")
+        groups = body["acl_groups"]
+        if (
+            not isinstance(groups, list)
+            or not all(isinstance(g, str) and 0 < len(g) <= 512 for g in groups)
+            or len(groups) > 64
+        ):
+            raise ValidationError("acl_groups must be a list of up to 64 strings")
+        groups = sorted(set(groups))
+        scopes = self.request_scope(principal, header_scope, query_scope)
+        vis, params = visible_sql("u", scopes, principal.name, principal.groups)
+        with self.catalog.write_lock(), self.catalog.write() as conn:
+            rows = conn.execute(
+                f"SELECT u.id, u.unit_id, u.scope, u.acl_owner FROM units u"
+                f" WHERE u.doc_id = ? AND {vis}",
+                (doc_id, *params),
+            ).fetchall()
+            if not rows:
+                raise NotFoundError("document not found")
+            # Only the owner (or an admin) re-permissions a document.
+            mine = [r for r in rows if r["acl_owner"] == principal.name or principal.has("admin")]
+            if not mine:
+                raise ForbiddenError("only the document's owner or an admin may change its ACL")
+            units_sql.update_acl(conn, [int(r["id"]) for r in mine], groups)
+            units_sql.bump_generations(conn, {r["scope"] for r in mine})
+            audit.append(
+                conn,
+                self.audit_key,
+                principal.name,
+                "doc.acl",
+                {"doc_id": doc_id, "units": [r["unit_id"] for r in mine], "acl_groups": groups},
+            )
+        return {"doc_id": doc_id, "updated": len(mine), "acl_groups": groups}
+
+    def put_doc(
+        self, principal: Principal, doc_id: str, body: Any, header_scope: str | None
+    ) -> dict[str, Any]:
+        """Replace a document's Units atomically (DECISIONS 17)."""
+        if not isinstance(body, dict) or not isinstance(body.get("units"), list):
+            raise ValidationError('body must be an object with a "units" array', field="units")
+        if set(body) - {"units"}:
+            raise ValidationError("PUT /v1/docs/{doc_id} takes only units")
+        if not body["units"]:
+            raise ValidationError("units must not be empty", field="units")
+        units = []
+        for u in body["units"]:
+            if isinstance(u, dict):
+                if u.get("doc_id", doc_id) != doc_id:
+                    raise ValidationError("a unit's doc_id differs from the path", field="doc_id")
+                u = {**u, "doc_id": doc_id}
+            units.append(u)
+        if not principal.has("write"):
+            raise ForbiddenError("the write permission is required")
+        return self.ingestor.ingest(principal, units, header_scope, "replace")
+
+    def usage(
+        self, principal: Principal, t_from: int | None = None, t_to: int | None = None
+    ) -> dict[str, Any]:
+        if not principal.has("read"):
+            raise ForbiddenError("the read permission is required")
+        conn = self.catalog.reader()
+        used = conn.execute(
+            "SELECT COUNT(*) FROM docs WHERE created_by = ?", (principal.name,)
+        ).fetchone()[0]
+        per_plane = {p: 0 for p in PLANES}
+        chars = 0
+        for r in conn.execute(
+            "SELECT plane, COUNT(*), SUM(LENGTH(text)) FROM units WHERE created_by = ?"
+            " GROUP BY plane",
+            (principal.name,),
+        ):
+            per_plane[r[0]] = r[1]
+            chars += r[2] or 0
+        now = int(time.time() * 1000)
+        lo = t_from if t_from is not None else now - 30 * 86_400_000
+        hi = t_to if t_to is not None else now + 1
+        day_lo, day_hi = lo // 86_400_000, (hi - 1) // 86_400_000
+        reqs: dict[str, int] = {}
+        cost = 0.0
+        for r in conn.execute(
+            "SELECT route, SUM(requests), SUM(cost_micro_usd) FROM usage_daily"
+            " WHERE principal = ? AND day BETWEEN ? AND ? GROUP BY route",
+            (principal.name, day_lo, day_hi),
+        ):
+            reqs[r[0]] = int(r[1])
+            cost += (r[2] or 0) / 1e6
+        pending = getattr(self, "meter", None)
+        if pending is not None:
+            for route, n, micro in pending.pending(principal.name, day_lo, day_hi):
+                reqs[route] = reqs.get(route, 0) + n
+                cost += micro / 1e6
+        return {
+            "principal": principal.name,
+            "tier": principal.tier,
+            "documents": {"used": used, "quota": principal.doc_quota},
+            "units": {"total": sum(per_plane.values()), "per_plane": per_plane},
+            "text_chars": chars,
+            "period": {"from": lo, "to": hi},
+            "requests": dict(sorted(reqs.items())),
+            "est_cost_usd": round(cost, 6),
+        }

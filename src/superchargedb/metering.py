@@ -1,0 +1,50 @@
+"""Per-principal request metering for ``GET /v1/usage``.
+
+Counting a request must not cost a SQLite write, so counts accumulate in memory and are flushed
+to ``usage_daily`` in one transaction every few seconds and at shutdown.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+from .storage.catalog import Catalog
+
+
+class Meter:
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, int, str], list[int]] = defaultdict(lambda: [0, 0])
+
+    def record(self, principal: str, route: str, cost_usd: float = 0.0) -> None:
+        day = int(time.time() // 86400)
+        with self._lock:
+            c = self._counts[(principal, day, route)]
+            c[0] += 1
+            c[1] += int(round(cost_usd * 1e6))
+
+    def pending(self, principal: str, day_lo: int, day_hi: int) -> list[tuple[str, int, int]]:
+        with self._lock:
+            return [
+                (route, c[0], c[1])
+                for (p, day, route), c in self._counts.items()
+                if p == principal and day_lo <= day <= day_hi
+            ]
+
+    def flush(self) -> None:
+        with self._lock:
+            items = list(self._counts.items())
+            self._counts.clear()
+        if not items:
+            return
+        with self.catalog.write() as conn:
+            conn.executemany(
+                "INSERT INTO usage_daily(principal, day, route, requests, cost_micro_usd)"
+                " VALUES (?,?,?,?,?) ON CONFLICT(principal, day, route) DO UPDATE SET"
+                " requests = requests + excluded.requests,"
+                " cost_micro_usd = cost_micro_usd + excluded.cost_micro_usd",
+                [(p, d, r, c[0], c[1]) for (p, d, r), c in items],
+            )
