@@ -74,7 +74,8 @@ def ref_effective(request: str, grants: set[str]) -> set[str] | None:
     if any(ref_inside(request, g) for g in grants):
         return {request}
     inner = {g for g in grants if ref_inside(g, request)}
-    return inner or None
+    # A grant nested inside another searched grant adds nothing: report the outermost ones.
+    return {g for g in inner if not any(o != g and ref_inside(g, o) for o in inner)} or None
 
 
 def ref_readable(unit: dict, name: str, groups: set[str], scopes: set[str]) -> bool:
