@@ -19,7 +19,13 @@ from .auth import principals as principals_mod
 from .auth.acl import visible_sql
 from .auth.scopes import check_scope, clamp
 from .documents import DocumentsMixin
-from .errors import ForbiddenError, NotFoundError, UpgradeRequiredError, ValidationError
+from .errors import (
+    ForbiddenError,
+    NotFoundError,
+    UnavailableError,
+    UpgradeRequiredError,
+    ValidationError,
+)
 from .ingest.pipeline import Ingestor, required_tier
 from .ingest.prepare import pydantic_message
 from .metering import Meter
@@ -34,6 +40,7 @@ from .storage import units as units_sql
 from .storage.catalog import Catalog
 from .storage.index_sync import IndexSync
 from .storage.lock import DataDirLock
+from .storage.reindex import stale_count
 from .storage.vectors import VectorStore
 from .tenancy import TenancyMixin
 from .types import PLANES, TIER_PLANES, Locator, Principal, Trace
@@ -61,6 +68,11 @@ class Service(TenancyMixin, DocumentsMixin):
             self.catalog = Catalog(data / "catalog.db", settings.sqlite_synchronous)
             self.audit_key = audit.load_key(settings.audit_key_file)
             self.audit_anchor = audit.anchor_path(data, settings.audit_anchor_file)
+            if stale_count(self.catalog, self.embedder.model_id):
+                raise UnavailableError(
+                    f"Units in {data} were embedded with another model than "
+                    f"{self.embedder.model_id}: run `superchargedb reindex --data {data}`"
+                )
             self.store = VectorStore(data / "index", self.embedder.dim, self.embedder.model_id)
             self.sync = IndexSync(self.catalog, self.store, settings.checkpoint_every)
             self.sync.startup()

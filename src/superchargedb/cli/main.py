@@ -9,12 +9,14 @@ from pathlib import Path
 import typer
 
 from .admin import audit_app, keys_app
+from .maintenance import register as register_maintenance
 
 app = typer.Typer(
     help="SuperChargeDB: multimodal retrieval with cited answers.", no_args_is_help=True
 )
 app.add_typer(keys_app, name="keys")
 app.add_typer(audit_app, name="audit")
+register_maintenance(app)
 
 
 def _is_loopback(host: str) -> bool:

@@ -1,0 +1,89 @@
+"""Maintenance commands: backup, restore, reindex, doctor."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from ..errors import SCDBError
+
+DATA = typer.Option(Path("./scdb-data"), "--data", help="Data directory")
+
+
+def _fail(exc: SCDBError) -> None:
+    typer.echo(f"error [{exc.code}]: {exc.message}", err=True)
+    raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def backup(dest: Path, data: Path = DATA) -> None:
+        """Online, consistent backup (catalog snapshot + objects); safe while a server runs."""
+        from ..storage.backup import backup as do_backup
+
+        try:
+            manifest = do_backup(data, dest)
+        except SCDBError as exc:
+            _fail(exc)
+        typer.echo(json.dumps(manifest, indent=2))
+
+    @app.command()
+    def restore(src: Path, data: Path = DATA) -> None:
+        """Restore a backup into an empty data dir, rebuild the index, verify the audit chain."""
+        from ..auth.admin import OPERATOR
+        from ..service import Service
+        from ..settings import Settings
+        from ..storage.backup import restore_files
+
+        try:
+            manifest = restore_files(src, data)
+        except SCDBError as exc:
+            _fail(exc)
+        svc = Service(Settings(data_dir=data))
+        try:
+            chain = svc.audit_verify(OPERATOR)
+            units = svc.catalog.reader().execute("SELECT COUNT(*) FROM units").fetchone()[0]
+        finally:
+            svc.close()
+        ok = chain["ok"] and units == manifest["units"]
+        typer.echo(json.dumps({"ok": ok, "units": units, "audit": chain}, indent=2))
+        raise typer.Exit(0 if ok else 1)
+
+    @app.command()
+    def reindex(
+        data: Path = DATA,
+        embedder: str = typer.Option(None, help="Embedder spec (default: SCDB_EMBEDDER)"),
+    ) -> None:
+        """Re-embed every Unit with the configured model; the index is rebuilt on next start."""
+        from tqdm import tqdm
+
+        from ..models.embedder import make_embedder
+        from ..settings import Settings
+        from ..storage.catalog import Catalog
+        from ..storage.lock import DataDirLock
+        from ..storage.reindex import reindex as do_reindex
+        from ..storage.reindex import stale_count
+
+        settings = Settings(data_dir=data)
+        lock = DataDirLock(data)
+        try:
+            lock.acquire()
+        except SCDBError as exc:
+            _fail(exc)
+        try:
+            emb = make_embedder(
+                embedder or settings.embedder,
+                max_tokens=settings.embed_max_tokens,
+                threads=settings.embed_threads,
+                batch_size=settings.embed_batch_size,
+            )
+            catalog = Catalog(data / "catalog.db", settings.sqlite_synchronous)
+            total = stale_count(catalog, emb.model_id)
+            with tqdm(total=total, unit="unit", desc=f"reindex -> {emb.model_id}") as bar:
+                n = do_reindex(catalog, data / "index", emb, progress=bar.update)
+            catalog.close()
+        finally:
+            lock.release()
+        typer.echo(json.dumps({"reembedded": n, "model_id": emb.model_id}))
