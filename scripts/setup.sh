@@ -5,13 +5,26 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 
 # System packages used by the media pipeline and its test fixtures (installed when missing).
+# command -> Debian package
+declare -A pkgs=(
+  [tesseract]=tesseract-ocr
+  [ffmpeg]=ffmpeg
+  [ffprobe]=ffmpeg
+  [espeak-ng]=espeak-ng
+)
 need=()
-for pkg in sqlite3; do
-  command -v "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+for cmd in "${!pkgs[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || need+=("${pkgs[$cmd]}")
 done
+# The English Tesseract model is a separate package.
+if command -v tesseract >/dev/null 2>&1 && ! tesseract --list-langs 2>/dev/null | grep -qx eng; then
+  need+=(tesseract-ocr-eng)
+fi
+if [ ${#need[@]} -gt 0 ]; then need+=(tesseract-ocr-eng); fi
 if [ ${#need[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
 fi
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
