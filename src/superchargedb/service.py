@@ -31,6 +31,7 @@ from .ingest.prepare import pydantic_message
 from .metering import Meter
 from .metrics import Metrics
 from .models.embedder import Embedder, make_embedder
+from .objects_service import ObjectsMixin
 from .schemas import AegisQuery
 from .search.cache import ResultCache, cache_key
 from .search.hybrid import Searcher
@@ -39,7 +40,9 @@ from .storage import audit
 from .storage import units as units_sql
 from .storage.catalog import Catalog
 from .storage.index_sync import IndexSync
+from .storage.jobs import JobQueue
 from .storage.lock import DataDirLock
+from .storage.objects import FileBlobStore
 from .storage.reindex import stale_count
 from .storage.vectors import VectorStore
 from .tenancy import TenancyMixin
@@ -48,7 +51,7 @@ from .types import PLANES, TIER_PLANES, Locator, Principal, Trace
 log = logging.getLogger(__name__)
 
 
-class Service(TenancyMixin, DocumentsMixin):
+class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.settings = settings
         data = Path(settings.data_dir)
@@ -80,15 +83,27 @@ class Service(TenancyMixin, DocumentsMixin):
             self.lock.release()
             raise
         self.cache = ResultCache(settings.cache_max_bytes)
+        self.ingestor = Ingestor(self)
+        self.searcher = Searcher(self)
+        self.versions = f"{self.embedder.model_id};rrf{settings.rrf_k};d{settings.leg_depth}"
+        self.blobs = FileBlobStore(data / "objects")
+        self.jobs = JobQueue(self.catalog, settings.job_lease_s, settings.job_max_attempts)
+        self._wake = threading.Event()
         self.meter = Meter(self.catalog)
         self.metrics = Metrics()
         self._register_gauges()
         self._stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="scdb-meter", daemon=True)
         self._flusher.start()
-        self.ingestor = Ingestor(self)
-        self.searcher = Searcher(self)
-        self.versions = f"{self.embedder.model_id};rrf{settings.rrf_k};d{settings.leg_depth}"
+        self._workers = [
+            threading.Thread(target=self._work_loop, name=f"scdb-worker-{i}", daemon=True)
+            for i in range(settings.job_workers)
+        ]
+        self._workers.append(
+            threading.Thread(target=self._tail_loop, name="scdb-outbox-tail", daemon=True)
+        )
+        for t in self._workers:
+            t.start()
 
     # -- lifecycle -------------------------------------------------------------------------
     def _flush_loop(self) -> None:
@@ -97,6 +112,53 @@ class Service(TenancyMixin, DocumentsMixin):
                 self.meter.flush()
             except Exception:  # metering must never take the server down
                 log.exception("usage flush failed")
+
+    def jobs_wakeup(self) -> None:
+        self._wake.set()
+
+    def after_worker_commit(self) -> None:
+        """A job's Units were committed by this process: make them visible (write lock held)."""
+        self.sync.apply_pending()
+
+    def _work_loop(self) -> None:
+        from .ingest.derive import MediaLimits
+        from .ingest.jobs_runner import JobRunner
+
+        s = self.settings
+        runner = JobRunner(
+            self.ingestor,
+            self.jobs,
+            MediaLimits(
+                max_pages=s.media_max_pages,
+                max_pixels=s.media_max_pixels,
+                max_duration_s=s.media_max_duration_s,
+                timeout_s=s.media_timeout_s,
+                memory_mb=s.media_memory_mb,
+            ),
+        )
+        while not self._stop.is_set():
+            try:
+                while not self._stop.is_set() and runner.run_once():
+                    pass
+            except Exception:  # never let the worker thread die
+                log.exception("job worker error")
+            self._wake.wait(1.0)
+            self._wake.clear()
+
+    def _tail_loop(self) -> None:
+        """Apply outbox rows committed by external ``superchargedb worker`` processes."""
+        while not self._stop.wait(0.25):
+            try:
+                row = (
+                    self.catalog.reader()
+                    .execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
+                    .fetchone()
+                )
+                if row is not None and int(row[0]) > self.sync.applied_seq:
+                    with self.catalog.write_lock():
+                        self.sync.apply_pending()
+            except Exception:
+                log.exception("outbox tail error")
 
     def _register_gauges(self) -> None:
         m = self.metrics
@@ -124,8 +186,16 @@ class Service(TenancyMixin, DocumentsMixin):
         m.gauge("scdb_cache_lookups", "Result cache lookups by result", cache_stats)
         m.gauge("scdb_wal_bytes", "Size of the SQLite write-ahead log", wal_bytes)
 
+        def queue_depth() -> dict[tuple[tuple[str, str], ...], float]:
+            return {(("state", k),): float(v) for k, v in self.jobs.depth().items()}
+
+        m.gauge("scdb_jobs", "Derivation jobs by state (queue depth: queued)", queue_depth)
+
     def close(self) -> None:
         self._stop.set()
+        self._wake.set()
+        for t in self._workers:
+            t.join(timeout=30)
         try:
             self.meter.flush()
             with self.catalog.write_lock():

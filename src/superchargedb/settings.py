@@ -42,6 +42,17 @@ class Settings(BaseSettings):
     chunk_tokens: int = 240  # text chunk size (tokens) inside the 256-token window
     chunk_overlap_tokens: int = 32
 
+    # Objects and media jobs
+    max_object_bytes: int = 512 * 1024 * 1024
+    job_workers: int = 1  # derivation worker threads inside the server (0: external workers only)
+    job_lease_s: float = 300.0
+    job_max_attempts: int = 3
+    media_max_pages: int = 500
+    media_max_pixels: int = 50_000_000
+    media_max_duration_s: float = 4 * 3600
+    media_timeout_s: float = 600.0
+    media_memory_mb: int = 2048
+
     # Cache
     cache_max_bytes: int = 64 * 1024 * 1024
 

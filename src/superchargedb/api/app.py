@@ -24,6 +24,7 @@ from .body import BodyLimitMiddleware, parse_json
 from .openapi import ERROR_RESPONSES, body_schema, install_openapi
 from .routes_admin import register_admin
 from .routes_docs import register_docs
+from .routes_objects import register_objects
 
 log = logging.getLogger("superchargedb.api")
 access = logging.getLogger("superchargedb.access")
@@ -206,6 +207,7 @@ def create_app(svc: Service) -> FastAPI:
 
     register_admin(app, svc, principal, body_of)
     register_docs(app, svc, principal, body_of)
+    register_objects(app, svc, principal)
 
     @app.get("/metrics", tags=["ops"])
     async def metrics() -> Response:

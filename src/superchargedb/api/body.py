@@ -19,7 +19,8 @@ class BodyLimitMiddleware:
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope.get("path", "").startswith("/v1/objects/"):
+            # Object uploads stream to disk under their own, larger limit (max_object_bytes).
             await self.app(scope, receive, send)
             return
         for name, value in scope.get("headers", []):

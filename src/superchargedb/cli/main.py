@@ -71,6 +71,30 @@ def serve(
 
 
 @app.command()
+def worker(
+    data: Path = typer.Option(Path("./scdb-data"), "--data", help="Data directory"),
+    once: bool = typer.Option(False, help="Exit when the queue is empty"),
+) -> None:
+    """Run derivation jobs (OCR, ASR, video) for a data dir served by another process."""
+    import signal
+    import threading
+
+    from ..logs import configure
+    from ..settings import Settings
+    from ..worker import WorkerContext
+
+    configure()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    ctx = WorkerContext(Settings(data_dir=data))
+    try:
+        n = ctx.run(stop, once=once)
+    finally:
+        ctx.close()
+    typer.echo(f"worker: {n} jobs run")
+
+
+@app.command()
 def doctor(
     data: Path = typer.Option(Path("./scdb-data"), "--data", help="Data directory"),
 ) -> None:

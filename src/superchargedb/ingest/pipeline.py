@@ -7,6 +7,7 @@ outbox rows, quota use, generation bumps and one audit record; the ack follows t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ from ..errors import (
 from ..storage import audit
 from ..storage import units as units_sql
 from ..types import TIER_PLANES, TIERS, Principal
+from . import objects_in
 from .chunking import chunk_text
 from .prepare import Prepared, chunk_prepared, error_result, prepare_unit
 
@@ -77,30 +79,131 @@ class Ingestor:
                 )
             except SCDBError as exc:
                 results[i] = error_result(exc)
-        # Tier plane gate: the whole batch fails before anything is stored (seed 002).
+        media: dict[int, tuple[str, tuple[str, ...]]] = {}
+        for p in list(prepared):
+            if p.object_key is None:
+                continue
+            try:
+                media_info = self._resolve_object(principal, p, units[p.index])
+            except SCDBError as exc:
+                results[p.index] = error_result(exc)
+                prepared.remove(p)
+                continue
+            if media_info is not None:
+                media[p.index] = media_info
+        # Tier plane gate: the whole batch fails before anything is stored (seed 002), on the
+        # planes the derivation of each Unit's content will produce (DECISIONS 9).
         allowed = TIER_PLANES.get(principal.tier, ())
         for p in prepared:
-            if p.plane not in allowed:
-                raise UpgradeRequiredError(
-                    f"the {principal.tier} tier cannot ingest into the {p.plane} plane",
-                    required_tier=required_tier(p.plane),
-                    plane=p.plane,
-                )
-        fresh = self._skip_known(prepared)
-        self._chunk_and_embed(fresh)
+            for plane in media[p.index][1] if p.index in media else (p.plane,):
+                if plane not in allowed:
+                    raise UpgradeRequiredError(
+                        f"the {principal.tier} tier cannot ingest into the {plane} plane",
+                        required_tier=required_tier(plane),
+                        plane=plane,
+                    )
+        texts = [p for p in prepared if p.index not in media]
+        jobs = [p for p in prepared if p.index in media]
+        self._chunk_and_embed(self._skip_known(texts))
         with self.svc.catalog.write_lock():
             with self.svc.catalog.write() as conn:
-                outcomes = self._write(conn, principal, prepared, mode)
+                self._check_quota(conn, principal, prepared)
+                outcomes = self._write(conn, principal, texts, mode, check_quota=False)
+                queued = [self._enqueue(conn, principal, p, media[p.index][0]) for p in jobs]
             self.svc.sync.apply_pending()
+        if queued:
+            self.svc.jobs_wakeup()
         ingested = 0
-        for p, out in zip(prepared, outcomes, strict=True):
+        for p, out in zip(texts, outcomes, strict=True):
             res: dict[str, Any] = {"ok": True, "unit_id": out.unit_ids[0], "status": out.status}
             if len(out.unit_ids) > 1:
                 res["unit_ids"] = out.unit_ids
             if out.status == "created":
                 ingested += len(out.unit_ids)
             results[p.index] = res
+        for p, job in zip(jobs, queued, strict=True):
+            results[p.index] = job
         return {"ingested": ingested, "results": results}
+
+    def _resolve_object(
+        self, principal: Principal, p: Prepared, raw: Any
+    ) -> tuple[str, tuple[str, ...]] | None:
+        """Load a text object into ``p``, or check a media object; None for text."""
+        assert p.object_key is not None
+        row = self.svc.object_for_read(principal, p.object_key)
+        blob = self.svc.blobs.path(row["sha256"])
+        given = isinstance(raw, dict) and "modality" in raw
+        sniffed, planes = objects_in.resolve(p, row, blob, given, self.svc.settings.max_text_chars)
+        if p.text:
+            return None
+        return sniffed, planes
+
+    def _enqueue(
+        self, conn: sqlite3.Connection, principal: Principal, p: Prepared, sniffed: str
+    ) -> dict[str, Any]:
+        """Queue the derivation of a media Unit (idempotent per request content)."""
+        dedupe = hashlib.sha256(
+            f"{p.scope}\0{p.doc_id}\0{p.acl_owner}\0{p.content_hash}".encode()
+        ).hexdigest()
+        prior = self.svc.jobs.find(conn, dedupe)
+        if prior is not None:
+            status = "queued" if prior["state"] in ("queued", "running") else "unchanged"
+            out: dict[str, Any] = {"ok": True, "status": status, "job_id": prior["id"]}
+            if prior["state"] == "done":
+                ids = json.loads(prior["result"] or "{}").get("unit_ids", [])
+                if json.loads(prior["acl_groups"]) != p.acl_groups and ids:
+                    rows = [
+                        int(r[0])
+                        for r in conn.execute(
+                            "SELECT id FROM units WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
+                            (p.scope, p.doc_id, p.acl_owner),
+                        )
+                    ]
+                    units_sql.update_acl(conn, rows, p.acl_groups)
+                    conn.execute(
+                        "UPDATE jobs SET acl_groups = ? WHERE id = ?",
+                        (json.dumps(p.acl_groups), prior["id"]),
+                    )
+                    units_sql.bump_generations(conn, [p.scope])
+                    out["status"] = "updated"
+                if ids:
+                    out["unit_id"] = ids[0]
+                    out["unit_ids"] = ids
+            return out
+        payload = {
+            "doc_id": p.doc_id,
+            "object_key": p.object_key,
+            "sha256": p.object_sha,
+            "mime": sniffed,
+            "modality": p.modality,
+            "source_uri": p.source_uri.split("#", 1)[0],
+            "captured_at": p.captured_at,
+            "content_hash": p.content_hash,
+        }
+        job_id = self.svc.jobs.enqueue(
+            conn,
+            "derive",
+            payload,
+            principal=principal.name,
+            scope=p.scope,
+            acl_owner=p.acl_owner,
+            acl_groups=p.acl_groups,
+            dedupe_key=dedupe,
+        )
+        # The document is reserved against the quota now; a failed job releases it.
+        conn.execute(
+            "INSERT OR IGNORE INTO docs(scope, doc_id, acl_owner, created_by, created_at)"
+            " VALUES (?,?,?,?,?)",
+            (p.scope, p.doc_id, p.acl_owner, principal.name, units_sql.now_ms()),
+        )
+        audit.append(
+            conn,
+            self.svc.audit_key,
+            principal.name,
+            "ingest.queued",
+            {"job_id": job_id, "scope": p.scope, "object": p.object_key},
+        )
+        return {"ok": True, "status": "queued", "job_id": job_id}
 
     def _skip_known(self, prepared: list[Prepared]) -> list[Prepared]:
         """Units already stored under the same idempotency key need no embedding."""
@@ -132,9 +235,16 @@ class Ingestor:
             i += len(p.chunks)
 
     def _write(
-        self, conn: sqlite3.Connection, principal: Principal, prepared: list[Prepared], mode: str
+        self,
+        conn: sqlite3.Connection,
+        principal: Principal,
+        prepared: list[Prepared],
+        mode: str,
+        check_quota: bool = True,
+        action: str = "ingest",
     ) -> list[_Outcome]:
-        self._check_quota(conn, principal, prepared)
+        if check_quota:
+            self._check_quota(conn, principal, prepared)
         now = units_sql.now_ms()
         outcomes: list[_Outcome] = []
         kept: dict[tuple[str, str, str], set[int]] = {}
@@ -180,6 +290,7 @@ class Ingestor:
                     "t_bucket": event_at // 3_600_000,
                     "created_by": principal.name,
                     "model_id": self.svc.embedder.model_id,
+                    "object_key": p.object_key,
                 }
                 ids.append(units_sql.insert_unit(conn, row, vec))
                 uids.append(uid)
@@ -215,7 +326,7 @@ class Ingestor:
                 "removed": removed,
                 "merkle_root": audit.merkle_root(content_hashes),
             }
-            audit.append(conn, self.svc.audit_key, principal.name, "ingest", record)
+            audit.append(conn, self.svc.audit_key, principal.name, action, record)
         return outcomes
 
     def _check_quota(

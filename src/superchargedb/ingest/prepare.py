@@ -40,6 +40,9 @@ class Prepared:
     event_at: int | None
     chunks: list[tuple[str, Locator | None]] = field(default_factory=list)
     vectors: Any = None  # np.ndarray (n_chunks, dim) once embedded
+    object_key: str | None = None  # set when the Unit is derived from a stored object
+    object_sha: str | None = None  # the blob it was derived from, fixed at ingest time
+    captured_at: int | None = None  # capture time (epoch ms) without any locator offset
 
 
 def pydantic_message(exc: PydanticValidationError) -> tuple[str, list[dict[str, Any]]]:
@@ -87,15 +90,20 @@ def prepare_unit(
         raise ScopeForbiddenError("unit scope lies outside the X-Aegis-Scope of this request")
     if not within_any(scope, principal.scopes):
         raise ScopeForbiddenError("unit scope lies outside your effective scopes")
+    object_key = None
     if u.text is None:
-        # Raw-bytes derivation (source_uri + mime, no text) arrives with the media pipeline.
-        raise ValidationError(
-            "text is required: deriving Units from raw objects is not available in this build",
-            field="text",
-        )
-    text = u.text
-    if not text.strip():
-        raise ValidationError("text is empty", field="text")
+        # Derived from raw bytes: source_uri names a stored object, mime says what it is.
+        if u.source_uri is None or u.mime is None:
+            raise ValidationError(
+                "a Unit needs text, or source_uri (an object key) and mime to derive it from",
+                field="text",
+            )
+        object_key = u.source_uri.split("#", 1)[0]
+        text = ""
+    else:
+        text = u.text
+        if not text.strip():
+            raise ValidationError("text is empty", field="text")
     if len(text) > max_text_chars:
         raise ValidationError(
             f"text longer than the limit of {max_text_chars} characters", field="text"
@@ -113,12 +121,12 @@ def prepare_unit(
         basis = u.source_uri if u.source_uri is not None else text
         doc_id = "d_" + hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()[:20]
     source_uri = u.source_uri or f"{scope}/{doc_id}"
-    event_at = None
+    event_at = captured = None
     if u.captured_at is not None:
         cap = u.captured_at
         if cap.tzinfo is None:
             cap = cap.replace(tzinfo=UTC)
-        event_at = int(cap.timestamp() * 1000)
+        event_at = captured = int(cap.timestamp() * 1000)
         if locator is not None and locator.t_start_ms is not None:
             event_at += locator.t_start_ms
     return Prepared(
@@ -135,6 +143,8 @@ def prepare_unit(
         content_hash=content_hash(u, text, source_uri, locator),
         text=text,
         event_at=event_at,
+        object_key=object_key,
+        captured_at=captured,
     )
 
 

@@ -138,9 +138,50 @@ CREATE TABLE usage_daily (
 ) WITHOUT ROWID;
 """
 
+M003_OBJECTS_JOBS = """
+CREATE TABLE objects (
+  key TEXT PRIMARY KEY,                     -- user-visible name; never a filesystem path
+  sha256 TEXT NOT NULL,                     -- the blob is objects/<aa>/<bb>/<sha256>
+  size INTEGER NOT NULL,
+  content_type TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  acl_owner TEXT NOT NULL,
+  acl_groups TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX objects_sha ON objects(sha256);
+ALTER TABLE units ADD COLUMN object_key TEXT;
+CREATE INDEX units_object ON units(object_key);
+
+CREATE TABLE jobs (
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
+  payload TEXT NOT NULL,
+  principal TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  acl_owner TEXT NOT NULL,
+  acl_groups TEXT NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL,
+  lease_until INTEGER,
+  lease_token TEXT,
+  progress REAL NOT NULL DEFAULT 0,
+  error TEXT,
+  result TEXT,
+  dedupe_key TEXT NOT NULL,                 -- scope, doc, owner and content of the request
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX jobs_state ON jobs(state, created_at);
+CREATE INDEX jobs_dedupe ON jobs(dedupe_key);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_usage", M002_USAGE),
+    ("m003_objects_jobs", M003_OBJECTS_JOBS),
 ]
 
 

@@ -1,0 +1,127 @@
+"""Objects (PUT/GET with Range, ETag, sandboxing headers) and jobs."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi.responses import Response, StreamingResponse
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
+
+from ..errors import PayloadTooLargeError
+from ..service import Service
+from ..storage.objects import INLINE_TYPES, parse_range
+from ..types import Principal
+from .openapi import ERROR_RESPONSES
+
+PrincipalDep = Callable[..., Awaitable[Principal]]
+
+OBJECT_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "sandbox; default-src 'none'",
+    "Accept-Ranges": "bytes",
+    "Cache-Control": "private, no-store",
+}
+
+
+def _file_chunks(path: str, start: int, length: int, block: int = 256 * 1024) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = length
+        while left > 0:
+            data = f.read(min(block, left))
+            if not data:
+                return
+            left -= len(data)
+            yield data
+
+
+def register_objects(app: FastAPI, svc: Service, principal: PrincipalDep) -> None:
+    @app.put(
+        "/v1/objects/{key:path}",
+        tags=["objects"],
+        responses=ERROR_RESPONSES.subset(401, 403, 409, 413, 422),
+        status_code=201,
+        openapi_extra={"requestBody": {"content": {"application/octet-stream": {"schema": {}}}}},
+    )
+    async def put_object(
+        key: str,
+        request: Request,
+        p: Principal = Depends(principal),
+        x_aegis_scope: str | None = Header(default=None),
+        content_type: str | None = Header(default=None),
+        if_match: str | None = Header(default=None),
+        acl_groups: str | None = Query(default=None, max_length=2048),
+    ) -> Any:
+        # Spool the streamed body to a temp file first, so the catalog write never waits on
+        # the network; the size limit applies while streaming.
+        limit = svc.settings.max_object_bytes
+        groups = None if acl_groups is None else [g for g in acl_groups.split(",") if g]
+        with tempfile.SpooledTemporaryFile(max_size=4 * 1024 * 1024) as tmp:
+            size = 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise PayloadTooLargeError(
+                        f"object exceeds the limit of {limit} bytes", limit=limit
+                    )
+                tmp.write(chunk)
+            tmp.seek(0)
+
+            def chunks() -> Iterator[bytes]:
+                while data := tmp.read(256 * 1024):
+                    yield data
+
+            return await run_in_threadpool(
+                svc.put_object, p, key, chunks(), content_type, x_aegis_scope, groups, if_match
+            )
+
+    @app.get(
+        "/v1/objects/{key:path}",
+        tags=["objects"],
+        responses={
+            **ERROR_RESPONSES.subset(401, 403, 404),
+            206: {"description": "Partial"},
+            416: {"description": "Range not satisfiable"},
+        },
+    )
+    async def get_object(
+        key: str,
+        p: Principal = Depends(principal),
+        range_: str | None = Header(default=None, alias="Range"),
+        if_none_match: str | None = Header(default=None),
+    ) -> Response:
+        row = await run_in_threadpool(svc.object_for_read, p, key)
+        size = int(row["size"])
+        etag = f'"{row["sha256"]}"'
+        ctype = row["content_type"]
+        headers = dict(OBJECT_HEADERS)
+        headers["ETag"] = etag
+        name = key.rsplit("/", 1)[-1]
+        disp = "inline" if INLINE_TYPES.match(ctype) else "attachment"
+        headers["Content-Disposition"] = f'{disp}; filename="{name}"'
+        if if_none_match == etag:
+            return Response(status_code=304, headers=headers)
+        path = os.fspath(svc.blobs.path(row["sha256"]))
+        rng = parse_range(range_, size)
+        if rng == "unsatisfiable":
+            headers["Content-Range"] = f"bytes */{size}"
+            return Response(status_code=416, headers=headers)
+        if isinstance(rng, tuple):
+            start, end = rng
+            headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+            headers["Content-Length"] = str(end - start + 1)
+            body: AsyncIterator[bytes] = iterate_in_threadpool(
+                _file_chunks(path, start, end - start + 1)
+            )
+            return StreamingResponse(body, status_code=206, media_type=ctype, headers=headers)
+        headers["Content-Length"] = str(size)
+        body = iterate_in_threadpool(_file_chunks(path, 0, size))
+        return StreamingResponse(body, status_code=200, media_type=ctype, headers=headers)
+
+    @app.get("/v1/jobs/{job_id}", tags=["jobs"], responses=ERROR_RESPONSES.subset(401, 403, 404))
+    async def get_job(job_id: str, p: Principal = Depends(principal)) -> Any:
+        return await run_in_threadpool(svc.get_job, p, job_id)

@@ -1,0 +1,291 @@
+"""Images -> Units: Tesseract paragraphs for scans, one visual Unit for other images.
+
+Tesseract runs as an rlimited subprocess (``tesseract img stdout --psm 3 tsv``); its TSV gives
+word boxes in pixels, grouped into paragraphs by ``block_num``/``par_num``. A scan becomes one
+doc_visual Unit per paragraph (bbox in pixels, page 1). Any other image becomes one visual Unit
+whose text is an optional caption, its OCR text and its metadata (size, format, EXIF capture time,
+camera), with the bbox of the whole image.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from ..types import Locator
+from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, run_engine, run_worker
+
+log = logging.getLogger(__name__)
+
+MAX_REGION_CHARS = 1200  # a region longer than this is split at line boundaries (embedding window)
+MIN_WORD_CONF = 20.0
+
+
+@dataclass(frozen=True)
+class OcrWord:
+    text: str
+    box: tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels, top-left origin
+    conf: float
+    group: tuple[int, int]  # (block_num, par_num)
+    line: tuple[int, int, int]  # (block_num, par_num, line_num)
+
+
+def ocr_words(
+    image: Path, *, limits: MediaLimits, options: DeriveOptions, dpi: int | None = None
+) -> list[OcrWord]:
+    """Words with pixel boxes from ``tesseract <image> stdout --psm 3 tsv``."""
+    argv = ["tesseract", str(image), "stdout", "-l", options.ocr_lang, "--psm", "3"]
+    if dpi:
+        argv += ["--dpi", str(int(dpi))]
+    out = run_engine([*argv, "tsv"], limits=limits, options=options, what="tesseract")
+    words: list[OcrWord] = []
+    for row in out.decode("utf-8", "replace").splitlines()[1:]:
+        cols = row.split("\t")
+        if len(cols) < 12 or cols[0] != "5":
+            continue
+        text = cols[11].strip()
+        conf = float(cols[10])
+        if not text or conf < MIN_WORD_CONF:
+            continue
+        x, y, w, h = (int(v) for v in cols[6:10])
+        block, par, line = int(cols[2]), int(cols[3]), int(cols[4])
+        words.append(OcrWord(text, (x, y, x + w, y + h), conf, (block, par), (block, par, line)))
+    return words
+
+
+def ocr_lines(words: list[OcrWord]) -> list[list[list[OcrWord]]]:
+    """Words -> paragraphs (Tesseract's block/par) -> lines, in reading order."""
+    paras: dict[tuple[int, int], dict[tuple[int, int, int], list[OcrWord]]] = {}
+    for w in words:
+        paras.setdefault(w.group, {}).setdefault(w.line, []).append(w)
+    return [list(lines.values()) for lines in paras.values()]
+
+
+def split_lines(lines: list[Any], max_chars: int, text_of: Any) -> list[list[Any]]:
+    """Split a region's lines into consecutive runs of at most ``max_chars`` characters."""
+    runs: list[list[Any]] = [[]]
+    size = 0
+    for line in lines:
+        n = len(text_of(line)) + 1
+        if runs[-1] and size + n > max_chars:
+            runs.append([])
+            size = 0
+        runs[-1].append(line)
+        size += n
+    return [r for r in runs if r]
+
+
+def union_box(boxes: list[tuple[float, float, float, float]]) -> tuple[float, float, float, float]:
+    return (
+        min(b[0] for b in boxes),
+        min(b[1] for b in boxes),
+        max(b[2] for b in boxes),
+        max(b[3] for b in boxes),
+    )
+
+
+def ocr_regions(
+    words: list[OcrWord], *, page: int, scale: float, modality: str, fragment: str
+) -> list[Derived]:
+    """OCR paragraphs -> doc_visual Units; boxes are divided by ``scale`` (pixels per unit)."""
+
+    def line_text(line: list[OcrWord]) -> str:
+        return " ".join(w.text for w in line)
+
+    units: list[Derived] = []
+    for para in ocr_lines(words):
+        for run in split_lines(para, MAX_REGION_CHARS, line_text):
+            ws = [w for line in run for w in line]
+            x0, y0, x1, y1 = union_box([w.box for w in ws])
+            box = (
+                round(x0 / scale, 2),
+                round(y0 / scale, 2),
+                round(x1 / scale, 2),
+                round(y1 / scale, 2),
+            )
+            meta = {
+                "source": "ocr",
+                "confidence": round(sum(w.conf for w in ws) / len(ws) / 100, 3),
+                "words": [[w.text, *(round(v / scale, 2) for v in w.box)] for w in ws],
+            }
+            units.append(
+                Derived(
+                    text="\n".join(line_text(line) for line in run),
+                    modality=modality,
+                    plane="doc_visual",
+                    locator=Locator(kind="bbox", box=box, page=page),
+                    fragment=fragment,
+                    meta=meta,
+                )
+            )
+    return units
+
+
+def image_info(path: Path, out_dir: Path, *, limits: MediaLimits, options: DeriveOptions) -> Any:
+    """Header facts (size, format, EXIF) and an upright image for OCR, from the worker."""
+    args = {"path": str(path), "max_pixels": limits.max_pixels, "out_dir": str(out_dir)}
+    return run_worker("image", args, limits=limits, options=options, what="image decoder")
+
+
+def derive_scan(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> list[Derived]:
+    """A scanned page image -> one doc_visual Unit per paragraph (pixel boxes, page 1)."""
+    with tempfile.TemporaryDirectory(prefix="scdb-ocr-") as tmp:
+        info = image_info(path, Path(tmp), limits=limits, options=options)
+        words = ocr_words(Path(info["ocr_path"]), limits=limits, options=options)
+    units = ocr_regions(words, page=1, scale=1.0, modality="scan", fragment="#page=1")
+    if not units:
+        raise DerivationError("no text found in the scanned image")
+    return units
+
+
+class Captioner(Protocol):
+    """Describes an image in words; ``None`` when it has nothing to say."""
+
+    def caption(self, image_path: Path) -> str | None: ...
+
+
+@dataclass
+class ImageDescription:
+    text: str
+    ocr_text: str
+    width: int
+    height: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def exif_time(exif: dict[str, str]) -> datetime | None:
+    """EXIF DateTimeOriginal (with OffsetTimeOriginal when present, else read as UTC)."""
+    raw = exif.get("datetime_original") or exif.get("datetime")
+    if not raw:
+        return None
+    try:
+        dt = datetime.strptime(raw[:19], "%Y:%m:%d %H:%M:%S")
+    except ValueError:
+        return None
+    tz: timezone = UTC
+    off = exif.get("offset_time_original", "")
+    if len(off) == 6 and off[0] in "+-" and off[3] == ":":
+        sign = 1 if off[0] == "+" else -1
+        tz = timezone(sign * timedelta(hours=int(off[1:3]), minutes=int(off[4:6])))
+    return dt.replace(tzinfo=tz).astimezone(UTC)
+
+
+class OcrMetadataCaptioner:
+    """The offline default: an image is described by its OCR text and its metadata."""
+
+    def __init__(self, limits: MediaLimits | None = None, options: DeriveOptions | None = None):
+        self.limits = limits or MediaLimits()
+        self.options = options or DeriveOptions()
+
+    def describe(self, image_path: Path) -> ImageDescription:
+        with tempfile.TemporaryDirectory(prefix="scdb-img-") as tmp:
+            info = image_info(image_path, Path(tmp), limits=self.limits, options=self.options)
+            ocr = ocr_words(Path(info["ocr_path"]), limits=self.limits, options=self.options)
+        ocr_text = "\n".join(
+            "\n".join(" ".join(w.text for w in line) for line in para) for para in ocr_lines(ocr)
+        )
+        exif: dict[str, str] = info["exif"]
+        facts = [f"{info['format']} image, {info['width']}x{info['height']} pixels"]
+        meta: dict[str, Any] = {"width": info["width"], "height": info["height"], "exif": exif}
+        meta["format"] = info["format"]
+        taken = exif_time(exif)
+        if taken is not None:
+            meta["captured_at"] = taken.isoformat().replace("+00:00", "Z")
+            meta["captured_at_ms"] = int(taken.timestamp() * 1000)
+            facts.append(f"taken {taken:%Y-%m-%d %H:%M} UTC")
+        camera = " ".join(v for v in (exif.get("make"), exif.get("model")) if v)
+        if camera:
+            facts.append(f"camera {camera}")
+        if ocr:
+            meta["confidence"] = round(sum(w.conf for w in ocr) / len(ocr) / 100, 3)
+        text = "\n".join(t for t in (ocr_text, "[" + "; ".join(facts) + "]") if t)
+        return ImageDescription(text, ocr_text, info["width"], info["height"], meta)
+
+    def caption(self, image_path: Path) -> str | None:
+        return self.describe(image_path).text or None
+
+
+class HttpCaptioner:
+    """An OpenAI-compatible vision chat endpoint (OpenAI, vLLM, llama.cpp server, Ollama)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = 60.0,
+        max_bytes: int = 8 * 1024 * 1024,
+        prompt: str = "Describe this image in two or three factual sentences.",
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model, self.api_key, self.timeout_s = model, api_key, timeout_s
+        self.max_bytes, self.prompt = max_bytes, prompt
+
+    def caption(self, image_path: Path) -> str | None:
+        from .derive import sniff
+
+        data = Path(image_path).read_bytes()
+        if len(data) > self.max_bytes:
+            return None
+        url = f"data:{sniff(data[:64])};base64,{base64.b64encode(data).decode()}"
+        body = {
+            "model": self.model,
+            "max_tokens": 200,
+            "temperature": 0,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": self.prompt},
+                        {"type": "image_url", "image_url": {"url": url}},
+                    ],
+                }
+            ],
+        }
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            r = httpx.post(
+                f"{self.base_url}/chat/completions",
+                json=body,
+                headers=headers,
+                timeout=self.timeout_s,
+            )
+            r.raise_for_status()
+            text = r.json()["choices"][0]["message"]["content"]
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+            log.warning("captioner %s failed: %s", self.base_url, exc)
+            return None
+        return text.strip() if isinstance(text, str) and text.strip() else None
+
+
+def derive_image(
+    path: Path, mime: str, *, limits: MediaLimits, options: DeriveOptions
+) -> list[Derived]:
+    """One visual Unit: [caption] + OCR text + metadata, boxed as the whole image."""
+    desc = OcrMetadataCaptioner(limits, options).describe(path)
+    meta = dict(desc.meta, mime=mime)
+    text = desc.text
+    if options.captioner is not None:
+        caption = options.captioner.caption(path)
+        if caption:
+            meta["caption"] = caption
+            text = f"{caption}\n{text}"
+    box = (0.0, 0.0, float(desc.width), float(desc.height))
+    return [
+        Derived(
+            text=text,
+            modality="image",
+            plane="visual",
+            locator=Locator(kind="bbox", box=box, page=1),
+            fragment="",
+            meta=meta,
+        )
+    ]

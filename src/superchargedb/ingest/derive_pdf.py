@@ -1,0 +1,167 @@
+"""PDF -> doc_visual Units: one per text block, with a tight bbox in points and a 1-based page.
+
+The worker (pdfium, in a subprocess) returns each page's words with tight and loose boxes in
+top-left-origin points of the rotated CropBox. Here they are grouped: words -> lines (same band,
+no column-sized gap) -> blocks (a line joins the block just above it when the vertical gap is a
+normal line gap, the x ranges overlap and the font size matches). A block's bbox is the union of
+its words' tight boxes. Pages without a text layer were rendered by the worker; they are OCR'd
+with Tesseract and their pixel boxes scaled back to points.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..types import Locator
+from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, run_worker
+from .derive_ocr import MAX_REGION_CHARS, ocr_regions, ocr_words, split_lines
+
+Box = tuple[float, float, float, float]
+
+
+@dataclass
+class Line:
+    words: list[dict[str, Any]]
+    lbox: list[float]  # loose box (font ascent/descent): the line's band
+    size: float
+
+    def add(self, w: dict[str, Any]) -> None:
+        self.words.append(w)
+        a, b = self.lbox, w["lbox"]
+        self.lbox = [min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3])]
+        self.size = max(self.size, w["size"])
+
+    def text(self) -> str:
+        return " ".join(w["text"] for w in self.words)
+
+
+@dataclass
+class Block:
+    lines: list[Line] = field(default_factory=list)
+    x0: float = 0.0
+    x1: float = 0.0
+    chars: int = 0
+
+    def add(self, line: Line) -> None:
+        if not self.lines:
+            self.x0, self.x1 = line.lbox[0], line.lbox[2]
+        self.x0, self.x1 = min(self.x0, line.lbox[0]), max(self.x1, line.lbox[2])
+        self.lines.append(line)
+        self.chars += len(line.text()) + 1
+
+
+def group_lines(words: list[dict[str, Any]]) -> list[Line]:
+    """Words in content order -> lines: same vertical band and no column-sized horizontal gap."""
+    lines: list[Line] = []
+    for w in words:
+        cur = lines[-1] if lines else None
+        if cur is not None and not w.get("brk"):
+            last = cur.words[-1]["lbox"]
+            mid = (w["lbox"][1] + w["lbox"][3]) / 2
+            gap = w["lbox"][0] - last[2]
+            if cur.lbox[1] <= mid <= cur.lbox[3] and -0.5 * cur.size < gap < 2.5 * cur.size:
+                cur.add(w)
+                continue
+        lines.append(Line([w], list(w["lbox"]), w["size"]))
+    return lines
+
+
+def typical_gap(lines: list[Line]) -> float:
+    """The page's usual gap between a line and the next one in the same column (points)."""
+    gaps = []
+    for a, b in zip(lines, lines[1:], strict=False):
+        gap = b.lbox[1] - a.lbox[3]
+        overlap = min(a.lbox[2], b.lbox[2]) - max(a.lbox[0], b.lbox[0])
+        if overlap > 0 and -0.5 * a.size < gap < 2.0 * a.size:
+            gaps.append(gap)
+    return statistics.median(gaps) if len(gaps) >= 3 else 0.0
+
+
+def group_blocks(lines: list[Line], max_chars: int = MAX_REGION_CHARS) -> list[Block]:
+    """Lines -> blocks by vertical gaps, x-overlap and font size (tries the last few blocks)."""
+    usual = typical_gap(lines)
+    blocks: list[Block] = []
+    for line in lines:
+        target = None
+        for blk in reversed(blocks[-4:]):
+            prev = blk.lines[-1]
+            gap = line.lbox[1] - prev.lbox[3]
+            limit = max(usual, 0.0) + 0.45 * min(prev.size, line.size)
+            overlap = min(blk.x1, line.lbox[2]) - max(blk.x0, line.lbox[0])
+            ratio = max(prev.size, line.size) / max(1e-6, min(prev.size, line.size))
+            if -0.5 * prev.size < gap <= limit and overlap > 0 and ratio <= 1.2:
+                target = blk
+                break
+        if target is None or target.chars + len(line.text()) > max_chars:
+            target = Block()
+            blocks.append(target)
+        target.add(line)
+    return blocks
+
+
+def block_units(blocks: list[Block], page: int) -> list[Derived]:
+    units = []
+    for blk in blocks:
+        for run in split_lines(blk.lines, MAX_REGION_CHARS, Line.text):
+            ws = [w for line in run for w in line.words]
+            boxes = [w["box"] for w in ws]
+            box = (
+                round(min(b[0] for b in boxes), 2),
+                round(min(b[1] for b in boxes), 2),
+                round(max(b[2] for b in boxes), 2),
+                round(max(b[3] for b in boxes), 2),
+            )
+            meta = {
+                "source": "text_layer",
+                "font_size": round(max(line.size for line in run), 2),
+                "words": [[w["text"], *w["box"]] for w in ws],
+            }
+            units.append(
+                Derived(
+                    text="\n".join(line.text() for line in run),
+                    modality="pdf_page",
+                    plane="doc_visual",
+                    locator=Locator(kind="bbox", box=box, page=page),
+                    fragment=f"#page={page}",
+                    meta=meta,
+                )
+            )
+    return units
+
+
+def derive_pdf(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> list[Derived]:
+    """Every page's text blocks (text layer, else OCR of a render) as doc_visual Units."""
+    units: list[Derived] = []
+    with tempfile.TemporaryDirectory(prefix="scdb-pdf-") as tmp:
+        args = {
+            "path": str(path),
+            "max_pages": limits.max_pages,
+            "max_pixels": limits.max_pixels,
+            "dpi": options.render_dpi,
+            "render_dir": tmp,
+        }
+        result = run_worker("pdf", args, limits=limits, options=options, what="pdfium")
+        for page in result["pages"]:
+            n = int(page["page"])
+            dims = {"page_width": page["width"], "page_height": page["height"]}
+            if page["words"]:
+                found = block_units(group_blocks(group_lines(page["words"])), n)
+            elif "render" in page:
+                scale = float(page["render"]["scale"])
+                dpi = round(scale * 72)
+                words = ocr_words(
+                    Path(page["render"]["png"]), limits=limits, options=options, dpi=dpi
+                )
+                found = ocr_regions(
+                    words, page=n, scale=scale, modality="pdf_page", fragment=f"#page={n}"
+                )
+            else:
+                found = []
+            units += [Derived(**{**u.__dict__, "meta": {**u.meta, **dims}}) for u in found]
+    if not units:
+        raise DerivationError(f"no text found in the PDF ({len(result['pages'])} pages)")
+    return units

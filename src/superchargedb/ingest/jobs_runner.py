@@ -1,0 +1,147 @@
+"""Runs derivation jobs: claim -> derive (subprocess engines) -> chunk + embed -> one transaction.
+
+The transaction writes the derived Units (idempotent per Unit key, replacing the document's
+previous derivation) and marks the job done only while this worker still holds the lease, so a
+job finishes exactly once even when a worker is killed mid-way and another takes it over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from .. import faults
+from ..auth.principals import row_to_principal
+from ..errors import SCDBError
+from ..storage.jobs import Job, JobQueue, LeaseLost
+from .derive import DerivationError, Derived, MediaLimits, derive
+from .prepare import Prepared
+
+if TYPE_CHECKING:
+    from .pipeline import Ingestor
+
+log = logging.getLogger(__name__)
+
+
+def derived_hash(d: Derived, source_uri: str, mime: str, object_sha: str) -> str:
+    canon = {
+        "object": object_sha,
+        "text": d.text,
+        "modality": d.modality,
+        "plane": d.plane,
+        "locator": d.locator.to_dict(),
+        "source_uri": source_uri,
+        "mime": mime,
+    }
+    return hashlib.sha256(orjson.dumps(canon, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+class JobRunner:
+    def __init__(self, ingestor: Ingestor, queue: JobQueue, limits: MediaLimits) -> None:
+        self.ingestor = ingestor
+        self.queue = queue
+        self.limits = limits
+
+    def run_once(self) -> bool:
+        """Claim and run one job; False when there was nothing to do."""
+        job = self.queue.claim()
+        if job is None:
+            return False
+        stop = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(job, stop), daemon=True)
+        beat.start()
+        try:
+            self._run(job)
+        except LeaseLost:
+            log.warning("job %s: lease lost, another worker owns it now", job.id)
+        except DerivationError as exc:  # the input itself is bad: retrying cannot help
+            self._fail(job, exc.message, retry=False)
+        except SCDBError as exc:
+            self._fail(job, f"{exc.code}: {exc.message}", retry=True)
+        except Exception as exc:  # engine crash, timeout, I/O: retry until max_attempts
+            log.exception("job %s failed", job.id)
+            self._fail(job, f"{type(exc).__name__}: {exc}", retry=True)
+        finally:
+            stop.set()
+            beat.join(timeout=5)
+        return True
+
+    def _fail(self, job: Job, reason: str, retry: bool) -> None:
+        with contextlib.suppress(LeaseLost):
+            self.queue.fail(job, reason, retry=retry)
+
+    def _heartbeat(self, job: Job, stop: threading.Event) -> None:
+        interval = max(1.0, self.queue.lease_ms / 3000)
+        while not stop.wait(interval):
+            try:
+                self.queue.heartbeat(job, 0.5)
+            except LeaseLost:
+                return
+            except Exception:  # a missed heartbeat only risks a takeover, which is safe
+                log.debug("heartbeat failed", exc_info=True)
+
+    def _run(self, job: Job) -> None:
+        ing = self.ingestor
+        svc = ing.svc
+        pl: dict[str, Any] = job.payload
+        blob = svc.blobs.path(pl["sha256"])
+        derived = derive(blob, pl["mime"], pl["modality"], limits=self.limits)
+        faults.point("jobs.after_derive")
+        if not derived:
+            raise DerivationError("nothing could be derived from the object")
+        prepared = []
+        for i, d in enumerate(derived):
+            uri = pl["source_uri"] + d.fragment
+            captured = pl.get("captured_at") or d.meta.get("captured_at")
+            event_at = None
+            if captured is not None:
+                event_at = int(captured) + (d.locator.t_start_ms or 0)
+            prepared.append(
+                Prepared(
+                    index=i,
+                    scope=job.scope,
+                    doc_id=pl["doc_id"],
+                    modality=d.modality,
+                    plane=d.plane,
+                    source_uri=uri,
+                    mime=pl["mime"],
+                    locator=d.locator,
+                    acl_owner=job.acl_owner,
+                    acl_groups=job.acl_groups,
+                    content_hash=derived_hash(d, uri, pl["mime"], pl["sha256"]),
+                    text=d.text,
+                    event_at=event_at,
+                    object_key=pl["object_key"],
+                    object_sha=pl["sha256"],
+                )
+            )
+        ing._chunk_and_embed(prepared)
+        faults.point("jobs.after_embed")
+        row = (
+            svc.catalog.reader()
+            .execute("SELECT * FROM principals WHERE name = ?", (job.principal,))
+            .fetchone()
+        )
+        if row is None:
+            raise DerivationError("the principal that queued this job no longer exists")
+        principal = row_to_principal(row)
+        with svc.catalog.write_lock():
+            with svc.catalog.write() as conn:
+                outcomes = ing._write(
+                    conn,
+                    principal,
+                    prepared,
+                    "replace",
+                    check_quota=False,
+                    action="ingest.derived",
+                )
+                faults.point("jobs.before_complete")
+                ids = [u for o in outcomes for u in o.unit_ids]
+                self.queue.complete(conn, job, {"unit_ids": ids, "units": len(ids)})
+            faults.point("jobs.after_complete")
+            svc.after_worker_commit()

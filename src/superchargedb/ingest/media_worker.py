@@ -1,0 +1,296 @@
+"""Engine subprocess: ``python -I media_worker.py <task> <json args>`` -> one JSON line on stdout.
+
+Run by ``derive.run_worker`` in a fresh interpreter, so a hostile PDF or image can only crash
+this process. It sets its own ``RLIMIT_AS``/``RLIMIT_CPU`` before importing any engine, and it is
+self-contained (it never imports the ``superchargedb`` package, which loads onnxruntime).
+
+Tasks:
+- ``pdf``: page sizes (rotated CropBox, points) and the text layer as words with tight and loose
+  boxes in top-left-origin points; pages without a text layer are rendered to PNG for OCR.
+- ``image``: header facts (size, format, EXIF) checked against the pixel cap before decoding;
+  writes an upright PNG for OCR when the original is not one Tesseract reads as displayed.
+- ``transcribe``: faster-whisper segments with word timestamps (seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+SPACES = frozenset(" \t\r\n\x0b\x0c\xa0\u2000\u2001\u2002\u2003\u2009\u200a\u200b\u3000")
+LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl"}
+
+
+def set_limits(args: dict[str, Any]) -> None:
+    mem = int(args.get("memory_mb", 2048)) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    cpu = int(args.get("cpu_s", 605))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+
+
+# --------------------------------------------------------------------------- pdf
+
+
+def display_transform(page: Any) -> tuple[float, float, float, float, int]:
+    """The rotated CropBox of a page: (left, bottom, right, top, rotation)."""
+    left, bottom, right, top = page.get_cropbox()
+    return left, bottom, right, top, page.get_rotation() % 360
+
+
+def to_display(
+    box: tuple[float, float, float, float], tr: tuple[float, float, float, float, int]
+) -> list[float]:
+    """PDF user-space box (l, b, r, t) -> [x0, y0, x1, y1] with a top-left origin, as displayed."""
+    cl, cb, cr, ct, rot = tr
+    x0, y0, x1, y1 = box  # left, bottom, right, top in PDF user space
+    if rot == 90:
+        xs, ys = (y0 - cb, y1 - cb), (x0 - cl, x1 - cl)
+    elif rot == 180:
+        xs, ys = (cr - x1, cr - x0), (y0 - cb, y1 - cb)
+    elif rot == 270:
+        xs, ys = (ct - y1, ct - y0), (cr - x1, cr - x0)
+    else:
+        xs, ys = (x0 - cl, x1 - cl), (ct - y1, ct - y0)
+    return [round(min(xs), 3), round(min(ys), 3), round(max(xs), 3), round(max(ys), 3)]
+
+
+def union(a: list[float], b: list[float]) -> list[float]:
+    return [min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3])]
+
+
+def page_words(page: Any) -> list[dict[str, Any]]:
+    """The text layer as words: text, tight box, loose box, font size, line-break flag."""
+    import pypdfium2.raw as c
+
+    tp = page.get_textpage()
+    tr = display_transform(page)
+    words: list[dict[str, Any]] = []
+    cur: dict[str, Any] | None = None
+    brk = False
+    n = tp.count_chars()
+    for i in range(n):
+        code = c.FPDFText_GetUnicode(tp.raw, i)
+        if 0xD800 <= code <= 0xDBFF and i + 1 < n:  # high surrogate: join with the next unit
+            low = c.FPDFText_GetUnicode(tp.raw, i + 1)
+            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+        elif 0xDC00 <= code <= 0xDFFF or code in (0, 0xFFFE, 0xFFFF):
+            continue
+        ch = chr(code)
+        if ch in "\r\n":
+            brk = True
+        if ch in SPACES or c.FPDFText_IsGenerated(tp.raw, i) == 1:
+            cur = None
+            continue
+        ch = LIGATURES.get(ch, "-" if ch in "\x02\xad" else ch)
+        tight = to_display(tp.get_charbox(i), tr)
+        loose = to_display(tp.get_charbox(i, loose=True), tr)
+        size = max(loose[3] - loose[1], loose[2] - loose[0], 1.0)  # the font's em, as drawn
+        if cur is not None:
+            # A jump back, a gap wider than a space, or a different line starts a new word.
+            gap = loose[0] - cur["lbox"][2]
+            mid = (loose[1] + loose[3]) / 2
+            same_line = cur["lbox"][1] <= mid <= cur["lbox"][3]
+            if gap > 0.25 * size or gap < -0.5 * size or not same_line:
+                cur = None
+        if cur is None:
+            cur = {"text": ch, "box": tight, "lbox": loose, "size": size, "brk": brk}
+            words.append(cur)
+            brk = False
+        else:
+            cur["text"] += ch
+            if tight[2] > tight[0] or tight[3] > tight[1]:
+                cur["box"] = union(cur["box"], tight)
+            cur["lbox"] = union(cur["lbox"], loose)
+            cur["size"] = max(cur["size"], size)
+    tp.close()
+    return words
+
+
+def task_pdf(args: dict[str, Any]) -> dict[str, Any]:
+    import pypdfium2 as pdfium
+
+    try:
+        pdf = pdfium.PdfDocument(args["path"])
+    except pdfium.PdfiumError as exc:
+        raise ValueError(f"malformed PDF ({exc})") from None
+    n = len(pdf)
+    if n == 0:
+        raise ValueError("the PDF has no pages")
+    if n > args["max_pages"]:
+        raise ValueError(f"the PDF has {n} pages, over the limit of {args['max_pages']}")
+    pages = []
+    for idx in range(n):
+        page = pdf[idx]
+        width, height = page.get_size()
+        words = page_words(page)
+        entry: dict[str, Any] = {"page": idx + 1, "width": width, "height": height, "words": words}
+        if not words and args.get("render_dir"):
+            dpi = float(args["dpi"])
+            px = width * height * (dpi / 72) ** 2
+            if px > args["max_pixels"]:  # a huge page is rendered at a lower resolution
+                dpi *= (args["max_pixels"] / px) ** 0.5
+            scale = dpi / 72
+            bitmap = page.render(scale=scale, grayscale=True)
+            png = f"{args['render_dir']}/page-{idx + 1:05d}.png"
+            bitmap.to_pil().save(png, compress_level=1)
+            entry["render"] = {"png": png, "scale": scale}
+        pages.append(entry)
+        page.close()
+    pdf.close()
+    return {"pages": pages}
+
+
+# --------------------------------------------------------------------------- image
+
+EXIF_TAGS = {0x010F: "make", 0x0110: "model", 0x0132: "datetime", 0x0131: "software"}
+EXIF_IFD_TAGS = {0x9003: "datetime_original", 0x9011: "offset_time_original"}
+UPRIGHT_FORMATS = frozenset({"PNG", "JPEG", "TIFF", "GIF", "BMP", "PPM"})
+
+
+def task_image(args: dict[str, Any]) -> dict[str, Any]:
+    from PIL import Image, ImageOps
+
+    Image.MAX_IMAGE_PIXELS = int(args["max_pixels"])  # Pillow refuses bombs on its own, too
+    try:
+        im = Image.open(args["path"])  # reads the header only
+    except Image.DecompressionBombError:
+        raise ValueError(f"the image is over the limit of {args['max_pixels']} pixels") from None
+    except Exception as exc:
+        raise ValueError(f"malformed or unsupported image ({exc})") from None
+    w, h = im.size
+    if w * h > args["max_pixels"] or w <= 0 or h <= 0:
+        raise ValueError(f"the image has {w}x{h} pixels, over the limit of {args['max_pixels']}")
+    exif: dict[str, str] = {}
+    orientation = 1
+    try:
+        raw = im.getexif()
+        orientation = int(raw.get(0x0112, 1) or 1)
+        items = [(EXIF_TAGS, raw), (EXIF_IFD_TAGS, raw.get_ifd(0x8769))]
+        for names, ifd in items:
+            for tag, name in names.items():
+                v = ifd.get(tag)
+                if isinstance(v, bytes):
+                    v = v.decode("utf-8", "replace")
+                if v is not None and str(v).strip("\x00 "):
+                    exif[name] = str(v).strip("\x00 ")[:200]
+    except Exception:  # broken EXIF is not a reason to refuse the image
+        pass
+    fmt = im.format or "unknown"
+    frames = int(getattr(im, "n_frames", 1))
+    ocr_path = args["path"]
+    upright = fmt in UPRIGHT_FORMATS and orientation == 1 and im.mode in ("1", "L", "RGB")
+    if not upright or frames > 1:
+        im.seek(0)
+        img = ImageOps.exif_transpose(im) or im
+        if img.mode not in ("1", "L", "RGB"):
+            img = img.convert("RGBA")
+            bg = Image.new("RGBA", img.size, (255, 255, 255, 255))
+            img = Image.alpha_composite(bg, img).convert("RGB")
+        ocr_path = f"{args['out_dir']}/upright.png"
+        img.save(ocr_path, compress_level=1)
+        w, h = img.size
+    return {
+        "width": w,
+        "height": h,
+        "format": fmt,
+        "mode": im.mode,
+        "frames": frames,
+        "orientation": orientation,
+        "exif": exif,
+        "ocr_path": ocr_path,
+    }
+
+
+# --------------------------------------------------------------------------- speech
+
+
+def task_transcribe(args: dict[str, Any]) -> dict[str, Any]:
+    """Transcribe [start_s, end_s) of a 16-bit mono WAV; times are absolute seconds."""
+    import wave
+
+    import numpy as np
+
+    t0 = time.perf_counter()
+    with wave.open(args["wav"], "rb") as w:
+        rate = w.getframerate()
+        start = int(float(args.get("start_s", 0.0)) * rate)
+        w.setpos(min(start, w.getnframes()))
+        n = int((float(args["end_s"]) - float(args.get("start_s", 0.0))) * rate)
+        pcm = np.frombuffer(w.readframes(n), dtype=np.int16)
+    if rate != 16000 or not len(pcm):
+        raise ValueError(f"expected 16 kHz mono audio, got {rate} Hz and {len(pcm)} samples")
+    audio = pcm.astype(np.float32) / 32768.0
+    offset = start / rate
+
+    from faster_whisper import WhisperModel
+
+    model = WhisperModel(
+        args["model_dir"],
+        device="cpu",
+        compute_type="int8",
+        cpu_threads=int(args["threads"]),
+        num_workers=1,
+        local_files_only=True,
+    )
+    t1 = time.perf_counter()
+    segments, info = model.transcribe(
+        audio,
+        language=args.get("language") or "en",
+        beam_size=int(args.get("beam_size", 5)),
+        word_timestamps=True,
+        vad_filter=bool(args.get("vad", True)),
+        condition_on_previous_text=False,
+    )
+    out = []
+    for s in segments:
+        words = [
+            [w.word, round(offset + w.start, 3), round(offset + w.end, 3), round(w.probability, 3)]
+            for w in s.words or []
+        ]
+        out.append(
+            {
+                "start": round(offset + s.start, 3),
+                "end": round(offset + s.end, 3),
+                "text": s.text,
+                "avg_logprob": round(s.avg_logprob, 4),
+                "no_speech_prob": round(s.no_speech_prob, 4),
+                "words": words,
+            }
+        )
+    t2 = time.perf_counter()
+    return {
+        "segments": out,
+        "language": info.language,
+        "load_s": round(t1 - t0, 3),
+        "transcribe_s": round(t2 - t1, 3),
+    }
+
+
+TASKS = {"pdf": task_pdf, "image": task_image, "transcribe": task_transcribe}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3 or argv[1] not in TASKS:
+        print(json.dumps({"ok": False, "error": f"usage: media_worker.py {'|'.join(TASKS)} JSON"}))
+        return 2
+    args = json.loads(argv[2])
+    set_limits(args)
+    try:
+        result = TASKS[argv[1]](args)
+    except MemoryError:
+        print(
+            json.dumps({"ok": False, "error": f"out of memory (limit {args.get('memory_mb')} MB)"})
+        )
+        return 0
+    except Exception as exc:
+        print(json.dumps({"ok": False, "error": str(exc) or type(exc).__name__}))
+        return 0
+    sys.stdout.write(json.dumps({"ok": True, "result": result}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,162 @@
+"""Objects on the facade: PUT (write, scope-prefixed key, audited) and authorized GET.
+
+A GET is allowed when the caller can read the object itself (its scope within the caller's
+grants and the ACL matches) or any Unit derived from it (DECISIONS 47). Everything else is a 404.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from .auth.acl import visible_sql
+from .auth.scopes import check_scope, within_any
+from .errors import (
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    ScopeForbiddenError,
+    ValidationError,
+)
+from .storage import audit
+from .storage.objects import FileBlobStore, check_key
+from .storage.units import now_ms
+from .types import Principal
+
+if TYPE_CHECKING:
+    from .settings import Settings
+    from .storage.catalog import Catalog
+
+_CT = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*")
+
+
+class ObjectsMixin:
+    catalog: Catalog
+    settings: Settings
+    blobs: FileBlobStore
+    audit_key: bytes
+
+    def put_object(
+        self,
+        principal: Principal,
+        key: str,
+        chunks: Iterable[bytes],
+        content_type: str | None,
+        header_scope: str | None,
+        acl_groups: list[str] | None = None,
+        if_match: str | None = None,
+    ) -> dict[str, Any]:
+        if not principal.has("write"):
+            raise ForbiddenError("the write permission is required to store objects")
+        check_key(key)
+        scope = check_scope(header_scope or principal.active_scope, "scope")
+        if not within_any(scope, principal.scopes):
+            raise ScopeForbiddenError("X-Aegis-Scope is outside your effective scopes")
+        if not key.startswith(scope + "/"):
+            raise ScopeForbiddenError(f"object keys must start with the target scope '{scope}/'")
+        ctype = (content_type or "application/octet-stream").split(";")[0].strip().lower()
+        if not _CT.fullmatch(ctype):
+            raise ValidationError("invalid Content-Type", field="content_type")
+        groups = sorted(set(acl_groups if acl_groups is not None else principal.groups))
+        existing = self._object_row(key)
+        if existing is not None and not self._may_read_object(principal, existing):
+            raise ForbiddenError("the key is taken")  # says nothing about what is there
+        if existing is not None and if_match != f'"{existing["sha256"]}"':
+            raise ConflictError("objects are immutable: send If-Match with the current ETag")
+        sha, size = self.blobs.put(chunks, self.settings.max_object_bytes)
+        with self.catalog.write_lock(), self.catalog.write() as conn:
+            conn.execute(
+                "INSERT INTO objects(key, sha256, size, content_type, scope, acl_owner, acl_groups,"
+                " created_by, created_at) VALUES (?,?,?,?,?,?,?,?,?)"
+                " ON CONFLICT(key) DO UPDATE SET sha256 = excluded.sha256, size = excluded.size,"
+                " content_type = excluded.content_type, created_at = excluded.created_at",
+                (
+                    key,
+                    sha,
+                    size,
+                    ctype,
+                    scope,
+                    principal.name,
+                    json.dumps(groups),
+                    principal.name,
+                    now_ms(),
+                ),
+            )
+            audit.append(
+                conn,
+                self.audit_key,
+                principal.name,
+                "object.put",
+                {"key": key, "sha256": sha, "size": size},
+            )
+        return {
+            "key": key,
+            "sha256": sha,
+            "size": size,
+            "content_type": ctype,
+            "etag": f'"{sha}"',
+            "scope": scope,
+        }
+
+    def _object_row(self, key: str) -> Any:
+        return (
+            self.catalog.reader().execute("SELECT * FROM objects WHERE key = ?", (key,)).fetchone()
+        )
+
+    def _may_read_object(self, principal: Principal, row: Any) -> bool:
+        own_scope = within_any(row["scope"], principal.scopes)
+        groups = set(json.loads(row["acl_groups"]))
+        if own_scope and (row["acl_owner"] == principal.name or groups & principal.groups):
+            return True
+        vis, params = visible_sql("u", principal.scopes, principal.name, principal.groups)
+        hit = (
+            self.catalog.reader()
+            .execute(
+                f"SELECT 1 FROM units u WHERE u.object_key = ? AND {vis} LIMIT 1",
+                (row["key"], *params),
+            )
+            .fetchone()
+        )
+        return hit is not None
+
+    def object_for_read(self, principal: Principal, key: str) -> Any:
+        """The object's row when the caller may read it; 404 otherwise (existence never shown)."""
+        if not principal.has("read"):
+            raise ForbiddenError("the read permission is required")
+        try:
+            check_key(key)
+        except ValidationError:
+            raise NotFoundError("object not found") from None
+        row = self._object_row(key)
+        if row is None or not self._may_read_object(principal, row):
+            raise NotFoundError("object not found")
+        return row
+
+    def get_job(self, principal: Principal, job_id: str) -> dict[str, Any]:
+        """A derivation job's progress and output; 404 unless the caller could read its Units."""
+        if not principal.has("read"):
+            raise ForbiddenError("the read permission is required")
+        row = self.catalog.reader().execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None or not within_any(row["scope"], principal.scopes):
+            raise NotFoundError("job not found")
+        groups = set(json.loads(row["acl_groups"]))
+        mine = row["principal"] == principal.name or row["acl_owner"] == principal.name
+        if not (mine or groups & principal.groups):
+            raise NotFoundError("job not found")
+        result = json.loads(row["result"]) if row["result"] else {}
+        return {
+            "job_id": row["id"],
+            "kind": row["kind"],
+            "state": row["state"],
+            "progress": row["progress"],
+            "attempts": row["attempts"],
+            "max_attempts": row["max_attempts"],
+            "error": row["error"],
+            "unit_ids": result.get("unit_ids", []),
+            "scope": row["scope"],
+            "doc_id": json.loads(row["payload"]).get("doc_id"),
+            "created_at": row["created_at"],
+            "updated_at": row["updated_at"],
+        }
