@@ -577,9 +577,8 @@ def build_set_doc_acl(doc_id: str, acl_groups: Sequence[str], scope: str | None)
 
 
 def build_replace_doc(doc_id: str, units: Sequence[Mapping[str, Any]], scope: str | None) -> Req:
-    return Req(
-        "PUT", f"/v1/docs/{_seg(doc_id)}", None, _scope(scope), {"units": [dict(u) for u in units]}
-    )
+    body = {"units": [dict(u) for u in units]}
+    return Req("PUT", f"/v1/docs/{_seg(doc_id)}", None, _scope(scope), body)
 
 
 def build_delete_doc(doc_id: str, scope: str | None) -> Req:

@@ -15,6 +15,10 @@ from typing import Any
 import orjson
 from pydantic import ValidationError as PydanticValidationError
 
+from .answer.localize import Localizer
+from .answer.pipeline import Answerer
+from .answer.providers import ChatProvider, OpenAIChatProvider
+from .answer.verify import make_checker
 from .auth import principals as principals_mod
 from .auth.acl import visible_sql
 from .auth.scopes import check_scope, clamp
@@ -86,6 +90,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         self.ingestor = Ingestor(self)
         self.searcher = Searcher(self)
         self.versions = f"{self.embedder.model_id};rrf{settings.rrf_k};d{settings.leg_depth}"
+        self.answerer = self._make_answerer()
         self.blobs = FileBlobStore(data / "objects")
         self.jobs = JobQueue(self.catalog, settings.job_lease_s, settings.job_max_attempts)
         self._wake = threading.Event()
@@ -104,6 +109,27 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         )
         for t in self._workers:
             t.start()
+
+    def _make_answerer(self) -> Answerer:
+        s = self.settings
+        providers: list[ChatProvider] = []
+        for name in [n.strip() for n in s.answer_providers.split(",") if n.strip()]:
+            if name == "openai":
+                providers.append(
+                    OpenAIChatProvider(s.openai_chat_model, s.openai_base_url, s.openai_api_key)
+                )
+            elif name == "local":
+                from .answer.local_llm import LocalLlamaProvider
+
+                providers.append(LocalLlamaProvider(s.local_model_path))
+            else:
+                raise ValidationError(f"unknown answer provider {name!r} (openai, local)")
+        return Answerer(
+            self,
+            providers,
+            make_checker(s.support_checker, self.embedder),
+            Localizer(self.embedder),
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
     def _flush_loop(self) -> None:
@@ -264,9 +290,57 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
             raise ValidationError(
                 f"top_k {q.top_k} exceeds the limit of {self.settings.max_top_k}", field="top_k"
             )
+        if endpoint == "answer" and body.get("answer", True) is not True:
+            raise ValidationError("POST /v1/answer needs answer: true (or omit it)", field="answer")
+        if endpoint == "search" and q.stream:
+            raise ValidationError("stream: true belongs to POST /v1/answer", field="stream")
         if endpoint == "search" and q.answer:
             raise ValidationError("answer: true belongs to POST /v1/answer", field="answer")
         return q
+
+    def answer(
+        self,
+        principal: Principal,
+        body: Any,
+        header_scope: str | None = None,
+        query_scope: str | None = None,
+    ) -> dict[str, Any]:
+        """``POST /v1/answer``: the search response plus a verified, cited ``answer``."""
+        t0 = time.perf_counter()
+        if not principal.has("read"):
+            raise ForbiddenError("the read permission is required to ask")
+        q = self.parse_query(body, "answer")
+        scopes = self.request_scope(principal, header_scope, query_scope)
+        if principal.tier == "free":
+            raise UpgradeRequiredError(
+                "grounded answers are a Pro / Enterprise feature", required_tier="pro"
+            )
+        planes = self.query_planes(principal, q)
+        gens = units_sql.read_generations(self.catalog.reader(), scopes)
+        key = cache_key(
+            "answer",
+            q.model_dump(mode="json", exclude={"stream"}),
+            scopes,
+            principal,
+            gens,
+            f"{self.versions};{self.answerer.chain_version}",
+        )
+        context = {"effective_scopes": scopes, "perms": sorted(principal.perms)}
+        cached = self.cache.get(key)
+        if cached is not None:
+            ms = (time.perf_counter() - t0) * 1000
+            cached["trace"] = {**cached["trace"], "cache": "hit", "total_ms": round(ms, 3)}
+            return dict(cached)
+        trace = Trace()
+        hits, answer = self.answerer.answer(principal, q, scopes, planes, trace, t0)
+        for st in trace.stages:
+            if st.skipped is None:
+                self.metrics.observe(
+                    "scdb_stage_ms", "Search stage latency (ms)", st.ms, stage=st.stage
+                )
+        out = {"hits": hits, "answer": answer, "trace": trace.to_dict(), "context": context}
+        self.cache.put(key, out)
+        return out
 
     def query_planes(self, principal: Principal, q: AegisQuery) -> list[str]:
         allowed = TIER_PLANES.get(principal.tier, ())

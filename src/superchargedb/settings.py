@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -52,6 +52,27 @@ class Settings(BaseSettings):
     media_max_duration_s: float = 4 * 3600
     media_timeout_s: float = 600.0
     media_memory_mb: int = 2048
+
+    # Answers
+    answer_passages: int = 5  # top hits localized and given to the synthesizer
+    answer_providers: str = "openai"  # chain before the extractive synthesizer: openai,local
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("SCDB_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    openai_api_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("SCDB_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    openai_chat_model: str = Field(
+        default="gpt-4o-mini",
+        validation_alias=AliasChoices("SCDB_OPENAI_CHAT_MODEL", "OPENAI_CHAT_MODEL"),
+    )
+    local_model_path: Path | None = None  # GGUF for the [llm] extra (default: the packaged one)
+    local_compute_usd_per_s: float = 0.0000139  # ~ $0.05 per hour of a 2-vCPU machine
+    support_checker: str = "lexical-dense"  # or "http:<url>" for an NLI model
+    # Answerability thresholds (calibrated by bench/answers.py --calibrate; docs/answers.md)
+    answer_cos_strong: float | None = None
+    answer_cos_min: float | None = None
+    answer_coverage_min: float | None = None
 
     # Cache
     cache_max_bytes: int = 64 * 1024 * 1024

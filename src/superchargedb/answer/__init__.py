@@ -1,0 +1,1 @@
+"""Cited answers: localize, synthesize, cite and verify (DECISIONS 32-39)."""

@@ -25,7 +25,7 @@ __all__ = ["split_sentences", "sentence_texts"]
 _ABBREV = frozenset(
     """e.g i.e cf vs dr mr mrs prof st jr sr inc corp ltd co fig figs al approx dept est mt gen
     col sgt lt capt vol eq eqs ref refs jan feb mar apr jun jul aug sep sept oct nov dec ca resp
-    ph.d m.sc b.sc u.s u.k e.u u.n a.m p.m""".split()
+    ph.d m.sc b.sc u.s u.k e.u u.n a.m p.m""".split()  # noqa: SIM905 (a word list reads better)
 )
 # Abbreviations that end a sentence only when a digit does not follow ("No. 5", "Ms. Chen").
 _BEFORE_DIGIT = frozenset({"no", "nos", "p", "pp", "sec", "ch", "art"})
@@ -55,7 +55,7 @@ def _is_abbreviation(text: str, dot: int, nxt: str) -> bool:
     if low in _BEFORE_DIGIT:
         return nxt[:1].isdigit()
     if low in _TITLE:
-        prev = text[:dot - len(word)].rstrip()
+        prev = text[: dot - len(word)].rstrip()
         return not prev[-1:].isdigit()
     if len(word) == 1 and word.isupper():
         # An initial ("J. Smith", "Franklin D. Roosevelt"), unless a lowercase word precedes it
@@ -78,9 +78,9 @@ def _cut_points(text: str) -> list[int]:
         if nxt and nxt[0].islower():
             continue
         first = m.group(0)[0]
-        if first == "." and m.group(0).rstrip("\"'”’)]").count(".") == 1:
-            if _is_abbreviation(text, m.start(), nxt):
-                continue
+        single_dot = first == "." and m.group(0).rstrip("\"'”’)]").count(".") == 1
+        if single_dot and _is_abbreviation(text, m.start(), nxt):
+            continue
         cut = punct_end
         mk = _MARKERS.match(text, cut)
         if mk and mk.end() > cut:

@@ -4,26 +4,37 @@
     ├── LexicalDenseChecker           offline default ("lexical-dense")
     └── HttpNliChecker                a real NLI model behind HTTP ("http:<url>")
 
-``LexicalDenseChecker`` combines dense similarity (MiniLM cosine between the sentence and the
-best 1-2 sentence window of the cited passages) with lexical guards that similarity cannot see
-(DECISIONS 36): numbers with their units, dates, names and identifiers must occur in the cited
-text; polarity (negation cues, ``un-`` prefixes, direction words such as higher/lower) must
-agree with the best window; enough of the sentence's content words must be covered; and no
-other passage may support the sentence clearly better than the cited one (a wrong ``[n]``).
-Sentences of a passage that look like instructions to the model ("ignore the previous
-instructions ...") are never evidence, and a sentence that is itself such an instruction fails.
+``LexicalDenseChecker`` combines dense similarity (cosine between the sentence and the best
+window of one or two cited sentences) with lexical guards that similarity cannot see
+(DECISIONS 36):
 
-The lexical features live in ``superchargedb.answer.claims``-style helpers at the bottom of
-this module (``analyse``). Thresholds are the module constants below; ``bench/support_check.py``
-chose them on the TUNE split of ``tests/answer_cases.py`` and reports the TEST split separately.
+* numbers, with their units, must occur in the cited text ("0.8 seconds" == "800 ms",
+  "five" == "5", "1,000" == "1000", "$0.95 billion" == "$950 million"); the same number with
+  another unit fails ("unit ms vs s"), and so does a number whose neighbouring words in the
+  passage share nothing with its neighbours in the sentence (two numbers swapped);
+* dates, capitalised names (not sentence-initial, not stopwords, possessives and plurals
+  allowed), identifiers (``Q4``, ``us-east-1``, ``SHA-256``) and rates ("per minute") must occur;
+* polarity: a negation cue in the best window whose scope the sentence repeats without any cue,
+  a cue in the sentence with none in the window, ``un-``/``non-`` prefixes, and direction words
+  (higher/lower, before/after, north/south, ...) must agree;
+* enough of the sentence's content stems must occur in the cited text (coverage);
+* no other passage may pass the guards with a clearly higher similarity (a wrong ``[n]``).
+
+Passage sentences that read like instructions to the model ("ignore the previous instructions
+and answer ...") are never evidence, and a sentence that is itself one fails.
+
+Thresholds are module constants; ``bench/support_check.py`` chose them on the TUNE split of
+``tests/answer_cases.py`` and reports the TEST split separately.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -34,30 +45,37 @@ from superchargedb.errors import UnavailableError, ValidationError
 __all__ = [
     "CHECKERS",
     "EntailmentChecker",
+    "Features",
     "HttpNliChecker",
     "LexicalDenseChecker",
     "Support",
     "Thresholds",
+    "analyse",
+    "guard_failures",
     "make_checker",
     "register_checker",
+    "strip_markers",
 ]
 
 # -- thresholds (chosen on the TUNE split; see bench/support_check.py) ------------------------
-#: Below this cosine to the best cited window a sentence is unsupported whatever else holds.
-#: Faithful paraphrases in TUNE score >= 0.55; merged or padded sentences fall to 0.45-0.6.
+#: Below this cosine to the best cited window a sentence is unsupported, whatever else holds.
 SIM_MIN = 0.45
-#: Minimum share of the sentence's content stems found in the cited text.
+#: Minimum share of the sentence's content stems that occur in the cited text.
 COVERAGE_MIN = 0.5
-#: Between SIM_MIN and SIM_STRONG the coverage must reach COVERAGE_STRONG instead.
+#: Below SIM_STRONG similarity the coverage must reach COVERAGE_STRONG instead.
 SIM_STRONG = 0.6
 COVERAGE_STRONG = 0.7
-#: A sentence whose cited support passes every guard is still a wrong [n] when another passage
-#: passes the guards too and beats the cited similarity by this margin.
+#: A sentence whose cited passage passes every guard is still a wrong [n] when another passage
+#: passes them too and beats the cited similarity by this margin.
 WRONG_CITATION_MARGIN = 0.15
-#: Above this similarity the other passages are not even embedded (latency).
+#: At or above this similarity (and no failed guard) the other passages are not embedded.
 SIM_CONFIDENT = 0.8
-#: Sentences per passage that are embedded (the most lexically overlapping ones).
+#: Sentences per passage that are embedded: the ones sharing most stems with the claim.
 MAX_SENTENCES_PER_PASSAGE = 5
+#: Content tokens after a negation cue that form its scope (fewer at a clause boundary).
+NEG_SCOPE = 6
+#: Word positions either side of a number that form its context (the binding guard).
+NUM_CONTEXT = 4
 
 
 @dataclass(frozen=True)
@@ -72,8 +90,8 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Support:
-    """``score`` is in [0, 1]: >= 0.5 when supported, < 0.5 otherwise. ``reasons`` names every
-    failed guard (empty when supported)."""
+    """``score`` lies in [0.5, 1] when supported and in [0, 0.5) otherwise; ``reasons`` names
+    every failed guard (empty when supported)."""
 
     supported: bool
     score: float
@@ -83,9 +101,560 @@ class Support:
 @runtime_checkable
 class EntailmentChecker(Protocol):
     def check(self, sentence: str, cited: Sequence[str], others: Sequence[str] = ()) -> Support:
-        """``cited``: texts the sentence cites; ``others``: the other numbered passages."""
+        """``cited``: texts of the passages the sentence cites (spans or whole passages);
+        ``others``: the other numbered passages the synthesizer saw."""
+        ...
 
 
+# -- lexical features -------------------------------------------------------------------------
+_MARKER = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
+_TOKEN = re.compile(r"[$€£%°~]|\w(?:[\w'’]|[.,:/\-](?=\w))*|[,;:()!?.—–]")
+_NUMERIC = re.compile(r"^(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:-?([A-Za-zµ%°]+))?$")
+_RANGE = re.compile(r"^\d+(?:\.\d+)?(?:[-–]\d+(?:\.\d+)?)+$")
+_INSTRUCTION = re.compile(
+    r"\b(?:ignore|disregard|forget|override)\b(?:\W+\w+){0,4}?\W+"
+    r"(?:instructions?|prompts?|context|rules|guidelines|directions)\b"
+    r"|\bsystem prompt\b|\byou are now\b|\bnew instructions\b|\bas an ai\b",
+    re.IGNORECASE,
+)
+
+
+def _seq(s: str) -> list[str]:
+    return s.split()
+
+
+def _words(s: str) -> frozenset[str]:
+    return frozenset(s.split())
+
+
+_STOP = _words(
+    """a about above after again against all also am an and any are as at be been before being
+    below between both but by can could did do does doing during each few for from further had has
+    have having he her here hers him his how i if in into is it its itself just me more most my no
+    nor not now of off on once only or other our ours out over own same she should so some such
+    than that the their theirs them then there these they this those through to too under until
+    very was we were what when where which while who whom why will with would you your may might
+    must shall cannot per via according whereas although though however yet thus therefore hence
+    among within without upon onto"""
+)
+_ONES = {
+    w: i
+    for i, w in enumerate(
+        _seq(
+            "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+            "fifteen sixteen seventeen eighteen nineteen"
+        )
+    )
+}
+_TENS = {
+    w: 10 * (i + 2)
+    for i, w in enumerate(_seq("twenty thirty forty fifty sixty seventy eighty ninety"))
+}
+_MULT = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "bn": 1e9}
+_MULT_ATTACHED = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "bn": 1e9}
+_APPROX = _words("about around approximately roughly nearly almost circa approx ~")
+_CURRENCY = {"$": "usd", "€": "eur", "£": "gbp"}
+_UNIT_GROUPS: list[tuple[str, float, str]] = [
+    ("time", 1e-9, "ns nanosecond nanoseconds"),
+    ("time", 1e-6, "µs microsecond microseconds"),
+    ("time", 1e-3, "ms msec millisecond milliseconds"),
+    ("time", 1.0, "s sec secs second seconds"),
+    ("time", 60.0, "min mins minute minutes"),
+    ("time", 3600.0, "h hr hrs hour hours"),
+    ("time", 86400.0, "day days"),
+    ("time", 604800.0, "week weeks"),
+    ("time", 2629800.0, "month months"),
+    ("time", 31557600.0, "year years yr yrs"),
+    ("data", 1.0, "byte bytes"),
+    ("data", 1e3, "kb kilobyte kilobytes"),
+    ("data", 1e6, "mb megabyte megabytes"),
+    ("data", 1e9, "gb gigabyte gigabytes"),
+    ("data", 1e12, "tb terabyte terabytes"),
+    ("data", 1024.0**3, "gib"),
+    ("data", 1024.0**4, "tib"),
+    ("length", 1e-3, "mm millimeter millimeters millimetre millimetres"),
+    ("length", 1e-2, "cm centimeter centimeters centimetre centimetres"),
+    ("length", 1.0, "m meter meters metre metres"),
+    ("length", 1e3, "km kilometer kilometers kilometre kilometres"),
+    ("length", 1609.344, "mi mile miles"),
+    ("length", 0.3048, "ft foot feet"),
+    ("mass", 1e-3, "mg milligram milligrams"),
+    ("mass", 1.0, "g gram grams"),
+    ("mass", 1e3, "kg kilogram kilograms"),
+    ("mass", 1e6, "tonne tonnes ton tons"),
+    ("pct", 1.0, "% percent pct"),
+    ("pp", 1.0, "pp pts point points"),
+    ("usd", 1.0, "usd dollar dollars"),
+    ("eur", 1.0, "eur euro euros"),
+    ("gbp", 1.0, "gbp"),
+    ("degC", 1.0, "celsius"),
+    ("degF", 1.0, "fahrenheit"),
+    ("deg", 1.0, "° degree degrees"),
+    ("freq", 1.0, "hz hertz"),
+    ("freq", 1e3, "khz"),
+    ("freq", 1e6, "mhz"),
+    ("freq", 1e9, "ghz"),
+    ("iu", 1.0, "iu"),
+    ("ratio", 1.0, "x times fold"),
+]
+_UNITS = {w: (dim, f) for dim, f, words in _UNIT_GROUPS for w in words.split()}
+_TIME_NAMES = {
+    1.0: "second",
+    60.0: "minute",
+    3600.0: "hour",
+    86400.0: "day",
+    604800.0: "week",
+    2629800.0: "month",
+    31557600.0: "year",
+}
+_RATE_ADVERBS = {
+    "hourly": "hour",
+    "daily": "day",
+    "weekly": "week",
+    "monthly": "month",
+    "yearly": "year",
+    "annually": "year",
+}
+_MONTH_NAMES = [
+    "",
+    *_seq("january february march april may june july august september october november december"),
+]
+_MONTHS = {name: i for i, name in enumerate(_MONTH_NAMES) if name} | {
+    name[:3]: i for i, name in enumerate(_MONTH_NAMES) if name
+}
+_MONTHS["sept"] = 9
+_MONTH_RE = (
+    r"(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+)
+_DATES: list[tuple[re.Pattern[str], tuple[int, int, int]]] = [  # groups of (year, month, day)
+    (re.compile(r"\b(\d{4})-(\d{2})-(\d{2})"), (1, 2, 3)),
+    (re.compile(_MONTH_RE + r"\s+(\d{1,2})(?:st|nd|rd|th)?\b(?:,?\s+(\d{4})\b)?"), (3, 1, 2)),
+    (
+        re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+" + _MONTH_RE + r"(?:,?\s+(\d{4})\b)?"),
+        (3, 2, 1),
+    ),
+    (re.compile(_MONTH_RE + r",?\s+(\d{4})\b"), (2, 1, 0)),
+]
+_NEG_WORDS = _words(
+    "not no never none nobody nothing nowhere neither nor cannot without unable lack lacks "
+    "lacked lacking absent absence exempt zero 0"
+)
+_BOUNDARY = frozenset(",;:()!?.—–") | _words("but whereas while although though yet")
+_NEG_PREFIXES = ("non-", "non", "un", "in", "im", "dis", "ir", "il")
+_DIRECTIONS: list[tuple[str, frozenset[str], frozenset[str]]] = [
+    (
+        "up/down",
+        _words(
+            "increase increases increased increasing rise rises rose risen rising grew grow "
+            "grows growing higher highest raise raised raises gain gains gained up climb climbs "
+            "climbed boost boosted greater larger bigger"
+        ),
+        _words(
+            "decrease decreases decreased decreasing fell fall falls falling fallen drop drops "
+            "declined decline declines declining lower lowered lowers lowest reduce reduced "
+            "reduces reducing reduction cut cuts down fewer shrank shrink smaller"
+        ),
+    ),
+    ("before/after", _words("before earlier"), _words("after later")),
+    ("north/south", _words("north northern"), _words("south southern")),
+    ("east/west", _words("east eastern"), _words("west western")),
+    (
+        "add/remove",
+        _words("add adds added adding"),
+        _words("remove removes removed removing delete deletes deleted"),
+    ),
+    ("enable/disable", _words("enable enables enabled"), _words("disable disables disabled")),
+    ("male/female", _words("male men man"), _words("female women woman")),
+    ("max/min", _words("maximum max"), _words("minimum min")),
+    (
+        "success/failure",
+        _words("succeeded successful success successfully"),
+        _words("failed failure unsuccessful"),
+    ),
+    ("fast/slow", _words("faster quicker"), _words("slower")),
+]
+_SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ed", "ly", "s")
+
+
+def strip_markers(sentence: str) -> str:
+    """The sentence without ``[n]`` markers, whitespace collapsed."""
+    return " ".join(_MARKER.sub("", sentence).split())
+
+
+def stem(word: str) -> str:
+    """Crude stemmer: possessive, one suffix and a final ``e`` off; at most 6 characters."""
+    w = _norm_word(word)
+    for suf in _SUFFIXES:
+        if w.endswith(suf) and len(w) - len(suf) >= 3:
+            if suf == "s" and w.endswith(("ss", "us", "is")):
+                break
+            w = w[: -len(suf)] + ("y" if suf in ("ies", "ied") else "")
+            break
+    if len(w) > 3 and w.endswith("e"):
+        w = w[:-1]
+    return w[:6]
+
+
+def _norm_word(tok: str) -> str:
+    w = tok.lower().replace("’", "'")
+    return w[:-2] if w.endswith("'s") else w.strip("'")
+
+
+@dataclass(frozen=True)
+class Number:
+    surface: str
+    value: float  # as written; raw = value * mult; base = raw * factor (SI-like unit of dim)
+    mult: float = 1.0
+    factor: float = 1.0
+    dim: str | None = None
+    unit: str = ""
+    decimals: int = 0
+    approx: bool = False
+    context: frozenset[str] = frozenset()
+
+    @property
+    def raw(self) -> float:
+        return self.value * self.mult
+
+    @property
+    def base(self) -> float:
+        return self.value * self.mult * self.factor
+
+
+Date = tuple[str, int | None, int, int | None]  # surface, year, month, day
+
+
+@dataclass(frozen=True)
+class Features:
+    text: str
+    n_tokens: int = 1
+    stems: frozenset[str] = frozenset()
+    vocab: frozenset[str] = frozenset()  # lowercase tokens, hyphen parts, month names of dates
+    numbers: tuple[Number, ...] = ()
+    dates: tuple[Date, ...] = ()
+    names: tuple[str, ...] = ()
+    idents: tuple[str, ...] = ()
+    rates: frozenset[str] = frozenset()
+    neg_scopes: tuple[frozenset[str], ...] = ()
+    directions: frozenset[tuple[str, int, str]] = frozenset()  # (pair, side, word)
+    instruction: bool = False
+
+
+def _find_dates(text: str) -> tuple[list[Date], list[tuple[int, int]]]:
+    found: list[Date] = []
+    spans: list[tuple[int, int]] = []
+    for pattern, (gy, gm, gd) in _DATES:
+        for m in pattern.finditer(text):
+            if any(a < m.end() and m.start() < b for a, b in spans):
+                continue
+            raw = m.group(gm)
+            month = int(raw) if raw.isdigit() else _MONTHS[raw.lower()]
+            year = int(m.group(gy)) if gy and m.group(gy) else None
+            day = int(m.group(gd)) if gd and m.group(gd) else None
+            if 1 <= month <= 12 and (day is None or 1 <= day <= 31):
+                found.append((m.group(0), year, month, day))
+                spans.append((m.start(), m.end()))
+    return found, spans
+
+
+def _word_number(low: str) -> int | None:
+    parts = low.split("-")
+    if len(parts) == 1:
+        return _ONES.get(low, _TENS.get(low))
+    if len(parts) == 2 and parts[0] in _TENS and 0 < _ONES.get(parts[1], 0) < 10:
+        return _TENS[parts[0]] + _ONES[parts[1]]
+    return None
+
+
+def _unit_after(lows: list[str], j: int) -> tuple[str | None, float, str, float, int]:
+    """(dim, factor, label, multiplier, tokens used) for the words following a number."""
+    mult, used = 1.0, 0
+    if j < len(lows) and lows[j] in _MULT:
+        mult, used = _MULT[lows[j]], 1
+    w = lows[j + used] if j + used < len(lows) else ""
+    nxt = lows[j + used + 1] if j + used + 1 < len(lows) else ""
+    if w == "per" and nxt == "cent":
+        return "pct", 1.0, "%", mult, used + 2
+    if w == "percentage" and nxt in ("point", "points"):
+        return "pp", 1.0, "percentage points", mult, used + 2
+    if w in ("°", "degree", "degrees") and nxt in ("c", "celsius", "f", "fahrenheit"):
+        return ("degC" if nxt[0] == "c" else "degF"), 1.0, "°" + nxt[0].upper(), mult, used + 2
+    if w in _UNITS and not (w in ("m", "g", "s", "x", "h") and nxt[:1].isalpha() and j > 0):
+        dim, factor = _UNITS[w]
+        return dim, factor, w, mult, used + 1
+    return None, 1.0, "", mult, used
+
+
+def _parse_number(tok: str, low: str, lows: list[str], i: int) -> tuple[Number, int] | None:
+    """The number starting at token ``i`` and how many following tokens its unit used."""
+    value: float | None = None
+    decimals, suffix = 0, ""
+    if tok[0].isdigit():
+        m = _NUMERIC.match(tok)
+        if not m:
+            return None
+        value = float(m.group(1).replace(",", "") + (m.group(2) or ""))
+        decimals = len(m.group(2) or ".") - 1
+        suffix = m.group(3) or ""
+        if suffix in ("st", "nd", "rd", "th"):
+            suffix = ""
+    else:
+        parts = low.split("-")
+        wn = _word_number(low)
+        if wn is None and len(parts) == 2 and parts[1] in _UNITS:
+            wn, suffix = _word_number(parts[0]), parts[1]
+        nxt = lows[i + 1] if i + 1 < len(lows) else ""
+        if wn is None or (low == "one" and nxt not in _UNITS and nxt not in _MULT):
+            return None
+        value = float(wn)
+    mult, factor, dim, label, used = 1.0, 1.0, None, "", 0
+    if suffix in _MULT_ATTACHED:
+        mult = _MULT_ATTACHED[suffix]
+    elif suffix == "s" and decimals == 0 and 1000 <= value <= 2999:
+        dim, label = "decade", "s"
+    elif suffix:
+        if suffix.lower() not in _UNITS:
+            return None  # "3D", "5G": an identifier
+        dim, factor = _UNITS[suffix.lower()]
+        label = suffix
+    if dim is None:
+        dim, factor, label, m2, used = _unit_after(lows, i + 1)
+        mult *= m2
+    cur = _CURRENCY.get(lows[i - 1]) if i else None
+    if cur:
+        dim, factor, label = cur, 1.0, lows[i - 1]
+    approx = any(w in _APPROX for w in lows[max(0, i - 2) : i])
+    return Number(tok, value, mult, factor, dim, label, decimals, approx), used
+
+
+def _is_cue(lows: list[str], i: int) -> bool:
+    w, nxt = lows[i], lows[i + 1] if i + 1 < len(lows) else ""
+    if w == "not" and nxt == "only":
+        return False
+    return (
+        w in _NEG_WORDS
+        or w.endswith(("n't", "n’t"))
+        or (w == "no" and nxt == "longer")
+        or (w.startswith(("fail", "unable")) and nxt == "to")
+    )
+
+
+@functools.lru_cache(maxsize=8192)
+def analyse(text: str) -> Features:
+    """The lexical features of one sentence (or of any short text)."""
+    dates, date_spans = _find_dates(text)
+    matches = list(_TOKEN.finditer(text))
+    toks = [m.group(0) for m in matches]
+    lows = [t.lower() for t in toks]
+    in_date = [any(a <= m.start() < b for a, b in date_spans) for m in matches]
+    first_word = next((i for i, t in enumerate(toks) if t[0].isalnum()), -1)
+    numbers: list[tuple[Number, int]] = []
+    names: list[str] = []
+    idents: list[str] = []
+    vocab = {_MONTH_NAMES[d[2]] for d in dates}
+    stems: dict[int, str] = {}
+    i = 0
+    while i < len(toks):
+        tok, low = toks[i], _norm_word(toks[i])
+        i += 1
+        if not tok[0].isalnum():
+            continue
+        vocab.add(low)
+        vocab.update(p for p in re.split(r"[-/]", low) if p)
+        if in_date[i - 1]:
+            continue
+        if tok[0].isdigit() and _RANGE.match(tok) and re.search(r"[-–]", tok):
+            numbers.extend((Number(p, float(p)), i - 1) for p in re.split(r"[-–]", tok))
+            continue
+        parsed = _parse_number(tok, low, lows, i - 1)
+        if parsed is not None:
+            numbers.append((parsed[0], i - 1))
+            i += parsed[1]
+            continue
+        if any(c.isdigit() for c in tok):
+            idents.append(tok)
+            stems[i - 1] = low
+            continue
+        if low in _STOP:
+            continue
+        if tok[0].isupper() and i - 1 != first_word and low not in _UNITS and len(tok) > 1:
+            names.append(tok)
+        stems[i - 1] = stem(low)
+    context_of = {p: s for p, s in stems.items() if not any(c.isdigit() for c in s)}
+    nums = tuple(
+        replace(
+            n,
+            context=frozenset(
+                context_of[j]
+                for j in range(p - NUM_CONTEXT, p + NUM_CONTEXT + 1)
+                if j in context_of
+            ),
+        )
+        for n, p in numbers
+    )
+    rates = {
+        _TIME_NAMES.get(_UNITS[lows[k + 1]][1], lows[k + 1])
+        for k in range(len(lows) - 1)
+        if lows[k] in ("per", "/", "every", "each", "a")
+        and lows[k + 1] in _UNITS
+        and _UNITS[lows[k + 1]][0] == "time"
+        and len(lows[k + 1]) > 2
+    }
+    rates |= {_RATE_ADVERBS[w] for w in lows if w in _RATE_ADVERBS}
+    scopes: list[frozenset[str]] = []
+    for k in range(len(lows)):
+        if _is_cue(lows, k):
+            scope: list[str] = []
+            for j in range(k + 1, len(lows)):
+                if lows[j] in _BOUNDARY or len(scope) >= NEG_SCOPE:
+                    break
+                if j in stems:
+                    scope.append(stems[j])
+            scopes.append(frozenset(scope))
+    directions = frozenset(
+        (pair, side, w)
+        for w in lows
+        for pair, up, down in _DIRECTIONS
+        for side, words in ((0, up), (1, down))
+        if w in words
+    )
+    return Features(
+        text=text,
+        n_tokens=max(1, sum(1 for t in toks if t[0].isalnum())),
+        stems=frozenset(stems.values()),
+        vocab=frozenset(vocab),
+        numbers=nums,
+        dates=tuple(dates),
+        names=tuple(names),
+        idents=tuple(idents),
+        rates=frozenset(rates),
+        neg_scopes=tuple(scopes),
+        directions=directions,
+        instruction=bool(_INSTRUCTION.search(text)),
+    )
+
+
+def merge(parts: Sequence[Features]) -> Features:
+    """The union of several sentences' features (a window, a passage, all cited passages)."""
+    return Features(
+        text=" ".join(p.text for p in parts),
+        n_tokens=sum(p.n_tokens for p in parts),
+        stems=frozenset().union(*(p.stems for p in parts)),
+        vocab=frozenset().union(*(p.vocab for p in parts)),
+        numbers=tuple(n for p in parts for n in p.numbers),
+        dates=tuple(d for p in parts for d in p.dates),
+        names=tuple(n for p in parts for n in p.names),
+        idents=tuple(n for p in parts for n in p.idents),
+        rates=frozenset().union(*(p.rates for p in parts)),
+        neg_scopes=tuple(s for p in parts for s in p.neg_scopes),
+        directions=frozenset().union(*(p.directions for p in parts)),
+        instruction=any(p.instruction for p in parts),
+    )
+
+
+def coverage(claim: Features, evidence: Features) -> float:
+    """Share of the claim's content stems that occur in the evidence (1.0 when it has none)."""
+    return len(claim.stems & evidence.stems) / len(claim.stems) if claim.stems else 1.0
+
+
+def _same(n: Number, x: float) -> bool:
+    """Whether the evidence value ``x`` (expressed at n's scale) reads as n's value."""
+    if abs(n.value - x) <= 1e-9 * max(1.0, abs(x)):
+        return True
+    if abs(round(x, n.decimals) - n.value) <= 1e-9 * max(1.0, abs(x)):
+        return True  # rounded in the sentence: "1.58 s" for "1,578 ms"
+    return n.approx and abs(n.value - x) <= 0.05 * abs(x)
+
+
+def _number_matches(n: Number, m: Number) -> bool:
+    if n.dim is not None and m.dim == n.dim:
+        return _same(n, m.base / (n.mult * n.factor))
+    if n.dim is None or m.dim is None:
+        return _same(n, m.raw / n.mult)
+    return False
+
+
+def _number_failures(claim: Features, evidence: Features) -> list[str]:
+    pool = list(evidence.numbers)
+    pool += [Number(str(p), float(p)) for d in evidence.dates for p in (d[1], d[3]) if p]
+    out: list[str] = []
+    for n in claim.numbers:
+        hits = [m for m in pool if _number_matches(n, m)]
+        if not hits:
+            other = next((m for m in pool if abs(m.value - n.value) < 1e-9 and m.dim), None)
+            if other is not None and n.dim:
+                out.append(f"unit {n.unit} vs {other.unit}")
+            else:
+                out.append(
+                    f"number {n.surface}{' ' + n.unit if n.unit else ''} not in cited passage"
+                )
+        elif not any(not n.context or not m.context or n.context & m.context for m in hits):
+            out.append(f"number {n.surface} bound to other words in cited passage")
+    return out
+
+
+def _name_in(name: str, vocab: frozenset[str]) -> bool:
+    low = _norm_word(name)
+    cands = {low, low + "s", low + "es", low.removesuffix("s"), low.removesuffix("es")}
+    return bool(cands & vocab) or ("-" in low and all(p in vocab for p in low.split("-") if p))
+
+
+def _polarity_failures(claim: Features, evidence: Features, window: Features) -> list[str]:
+    out: list[str] = []
+    if not claim.neg_scopes:
+        for ws in window.neg_scopes:
+            hit = ws & claim.stems
+            if hit and len(hit) >= min(2, len(ws)):
+                out.append(f"negation mismatch: cited passage negates {' '.join(sorted(hit))}")
+                break
+    elif not window.neg_scopes and any(not cs or cs & window.stems for cs in claim.neg_scopes):
+        out.append("negation mismatch: sentence negates what the cited passage affirms")
+    for w in sorted(claim.vocab):
+        if len(w) < 4 or not w.isalpha() or w in evidence.vocab:
+            continue
+        for p in _NEG_PREFIXES:
+            base = w[len(p) :]
+            if p + w in evidence.vocab or (
+                w.startswith(p) and len(base) >= 4 and base in evidence.vocab
+            ):
+                other = p + w if p + w in evidence.vocab else base
+                out.append(f"negation mismatch: {w} vs {other}")
+                break
+    for pair, _, _ in _DIRECTIONS:
+        mine = {(s, w) for p, s, w in claim.directions if p == pair}
+        theirs = {(s, w) for p, s, w in window.directions if p == pair}
+        sides, their_sides = {s for s, _ in mine}, {s for s, _ in theirs}
+        if len(sides) == 1 and their_sides and not sides & their_sides:
+            out.append(
+                f"direction mismatch: {min(w for _, w in mine)} vs {min(w for _, w in theirs)}"
+            )
+    return out
+
+
+def guard_failures(claim: Features, evidence: Features, window: Features) -> list[str]:
+    """Every lexical guard that fails: ``evidence`` is all cited text, ``window`` the 1-2
+    sentences most similar to the claim (polarity is judged against the window only)."""
+    out = _number_failures(claim, evidence)
+    for surface, year, month, day in claim.dates:
+        if not any(
+            m == month and (year is None or y == year) and (day is None or d == day)
+            for _, y, m, d in evidence.dates
+        ):
+            out.append(f"date {surface} not in cited passage")
+    out += [
+        f"name {n} not in cited passage" for n in claim.names if not _name_in(n, evidence.vocab)
+    ]
+    out += [
+        f"identifier {i} not in cited passage"
+        for i in claim.idents
+        if _norm_word(i) not in evidence.vocab
+    ]
+    out += [f"rate per {r} not in cited passage" for r in sorted(claim.rates - evidence.rates)]
+    return out + _polarity_failures(claim, evidence, window)
+
+
+# -- checkers ---------------------------------------------------------------------------------
 @dataclass
 class _Passage:
     sentences: list[Features]
@@ -137,20 +706,16 @@ class LexicalDenseChecker:
         prepared: list[tuple[list[Features], list[int]]] = []
         wanted: list[str] = []
         for text in texts:
-            sents = [claims.analyse(s) for s in sentence_texts(text)]
+            sents = [analyse(s) for s in sentence_texts(text)]
             sents = [s for s in sents if not s.instruction]
-            order = sorted(
-                range(len(sents)), key=lambda i: -len(claim.stems & sents[i].stems)
-            )
+            order = sorted(range(len(sents)), key=lambda i: -len(claim.stems & sents[i].stems))
             kept = sorted(order[:MAX_SENTENCES_PER_PASSAGE])
             prepared.append((sents, kept))
             wanted.extend(sents[i].text for i in kept)
         vecs = self._vectors(wanted)
         out, row = [], 0
         for sents, kept in prepared:
-            out.append(
-                _Passage(sents, vecs[row : row + len(kept)], kept, claims.merge(sents))
-            )
+            out.append(_Passage(sents, vecs[row : row + len(kept)], kept, merge(sents)))
             row += len(kept)
         return out
 
@@ -175,20 +740,20 @@ class LexicalDenseChecker:
         if not wins:
             return _Verdict(0.0, 0.0, ["cited passage has no usable text"])
         sim, best_p, best_idx = max(wins, key=lambda w: w[0])
-        window = claims.merge([best_p.sentences[i] for i in best_idx])
-        evidence = claims.merge([p.joined for p in passages])
-        failures = claims.guard_failures(claim, evidence, window)
-        coverage = claims.coverage(claim, evidence)
+        window = merge([best_p.sentences[i] for i in best_idx])
+        evidence = merge([p.joined for p in passages])
+        failures = guard_failures(claim, evidence, window)
+        cov = coverage(claim, evidence)
         t = self.t
         if sim < t.sim_min:
             failures.append(f"low similarity {sim:.2f}")
-        elif coverage < t.coverage_min or (sim < t.sim_strong and coverage < t.coverage_strong):
+        elif cov < t.coverage_min or (sim < t.sim_strong and cov < t.coverage_strong):
             missing = ", ".join(sorted(claim.stems - evidence.stems)[:4])
             failures.append(f"low coverage {coverage:.2f} (missing {missing})")
-        return _Verdict(sim, coverage, failures)
+        return _Verdict(sim, cov, failures)
 
     def check(self, sentence: str, cited: Sequence[str], others: Sequence[str] = ()) -> Support:
-        claim = claims.analyse(claims.strip_markers(sentence))
+        claim = analyse(strip_markers(sentence))
         if not claim.text:
             return Support(False, 0.0, ("empty sentence",))
         if claim.instruction:
@@ -262,9 +827,11 @@ class HttpNliChecker:
         return p
 
     def check(self, sentence: str, cited: Sequence[str], others: Sequence[str] = ()) -> Support:
-        hypothesis = claims.strip_markers(sentence)
+        hypothesis = strip_markers(sentence)
         if not hypothesis or not cited:
-            return Support(False, 0.0, ("empty sentence" if not hypothesis else "no cited passage",))
+            return Support(
+                False, 0.0, ("empty sentence" if not hypothesis else "no cited passage",)
+            )
         p = self._entailment("\n\n".join(cited), hypothesis)
         if p >= self.threshold:
             return Support(True, round(p, 4))

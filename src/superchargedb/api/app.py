@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -175,6 +175,44 @@ def create_app(svc: Service) -> FastAPI:
     ) -> Any:
         body = await body_of(request)
         return await run_in_threadpool(svc.search, p, body, x_aegis_scope, scope)
+
+    @app.post(
+        "/v1/answer",
+        tags=["answers"],
+        responses=ERROR_RESPONSES.subset(401, 402, 403, 413, 422),
+        openapi_extra={
+            **body_schema(AegisQuery),
+            "description": (
+                "A grounded answer with [n] citations. With `stream: true` the response is "
+                "`text/event-stream`: `event: sentence` (a verified sentence), `event: citation`,"
+                " `event: final` (the same object as the non-streaming call) or `event: error`."
+            ),
+        },
+    )
+    async def answer(
+        request: Request,
+        p: Principal = Depends(principal),
+        x_aegis_scope: str | None = Header(default=None),
+        scope: str | None = Query(default=None),
+    ) -> Any:
+        body = await body_of(request)
+        stream = isinstance(body, dict) and body.get("stream") is True
+        if not stream:
+            return await run_in_threadpool(svc.answer, p, body, x_aegis_scope, scope)
+        # Everything that can fail with a status (401/402/403/422) and the refusal gate is
+        # decided before the first byte (DECISIONS 37).
+        final = await run_in_threadpool(svc.answer, p, body, x_aegis_scope, scope)
+
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                for name, data in svc.answerer.events(final):
+                    yield b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+            except Exception:  # after the first byte an error can only be an event
+                log.exception("stream failed")
+                err = {"code": "internal", "message": "stream failed"}
+                yield b"event: error\ndata: " + orjson.dumps(err) + b"\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
 
     @app.get(
         "/v1/units/{unit_id}",

@@ -70,7 +70,14 @@ def probe(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> dict[st
     for s in video + audio:
         for k, v in (s.get("tags") or {}).items():
             tags.setdefault(k.lower(), v)
-    return {"video": video, "audio": audio, "duration": duration, "tags": tags}
+    vdur = float(video[0].get("duration") or 0) if video else 0.0
+    return {
+        "video": video,
+        "audio": audio,
+        "duration": duration,
+        "video_duration": vdur if 0 < vdur <= duration else duration,
+        "tags": tags,
+    }
 
 
 def check_wav(path: Path) -> None:
@@ -271,7 +278,9 @@ def scene_cuts(
 ) -> list[tuple[float, float]]:
     """(time of the first frame after a hard cut, scene score), strongest peaks first removed."""
     scores = tmp / "scores.txt"
-    vf = f"scale=160:-2,select='gte(scene\\,0)',metadata=print:key=lavfi.scene_score:file={scores}"
+    # Scores over RGB: on luma alone, a cut from red to green is invisible.
+    vf = "scale=160:-2,format=rgb24,select='gte(scene\\,0)'"
+    vf += f",metadata=print:key=lavfi.scene_score:file={scores}"
     argv = ["ffmpeg", "-nostdin", "-v", "error", "-threads", str(options.threads), "-i", str(path)]
     argv += ["-map", "0:v:0", "-an", "-vf", vf, "-f", "null", "-"]
     run_engine(argv, limits=limits, options=options, what="ffmpeg (scene detection)")
@@ -283,7 +292,7 @@ def scene_cuts(
         elif line.startswith("lavfi.scene_score="):
             frames.append((t, float(line.split("=", 1)[1])))
     window = max(1, int(round(MIN_SHOT_S * fps)))
-    cuts = []
+    cuts: list[tuple[float, float]] = []
     for i, (t, s) in enumerate(frames):
         if s < options.scene_threshold or i == 0:
             continue
@@ -323,7 +332,7 @@ def shot_units(
     num, _, den = str(v.get("avg_frame_rate") or v.get("r_frame_rate") or "25/1").partition("/")
     fps = float(num) / float(den or 1) if float(den or 1) and float(num) else 25.0
     cuts = [t for t, _ in scene_cuts(path, tmp, fps, limits=limits, options=options)]
-    bounds = [0.0, *cuts, info["duration"]]
+    bounds = [0.0, *cuts, info["video_duration"]]
     units = []
     for idx, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
         ocr = keyframe_text(path, (a + b) / 2, tmp, limits=limits, options=options)

@@ -19,6 +19,7 @@ from typing import Any
 from ..types import Locator
 from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, run_worker
 from .derive_ocr import MAX_REGION_CHARS, ocr_regions, ocr_words, split_lines
+from .media_worker import rotate_box
 
 Box = tuple[float, float, float, float]
 
@@ -103,30 +104,37 @@ def group_blocks(lines: list[Line], max_chars: int = MAX_REGION_CHARS) -> list[B
     return blocks
 
 
-def block_units(blocks: list[Block], page: int) -> list[Derived]:
+def block_units(blocks: list[Block], page: dict[str, Any]) -> list[Derived]:
+    """Blocks -> Units; boxes go from the upright frame to the displayed (rotated) page."""
+    n, rot = int(page["page"]), int(page.get("rotation", 0))
+    w0, h0 = page.get("upright_size") or (page["width"], page["height"])
+
+    def shown(b: list[float]) -> list[float]:
+        return [round(v, 2) for v in rotate_box(b, w0, h0, rot)]
+
     units = []
     for blk in blocks:
         for run in split_lines(blk.lines, MAX_REGION_CHARS, Line.text):
             ws = [w for line in run for w in line.words]
-            boxes = [w["box"] for w in ws]
+            boxes = [shown(w["box"]) for w in ws]
             box = (
-                round(min(b[0] for b in boxes), 2),
-                round(min(b[1] for b in boxes), 2),
-                round(max(b[2] for b in boxes), 2),
-                round(max(b[3] for b in boxes), 2),
+                min(b[0] for b in boxes),
+                min(b[1] for b in boxes),
+                max(b[2] for b in boxes),
+                max(b[3] for b in boxes),
             )
             meta = {
                 "source": "text_layer",
                 "font_size": round(max(line.size for line in run), 2),
-                "words": [[w["text"], *w["box"]] for w in ws],
+                "words": [[w["text"], *b] for w, b in zip(ws, boxes, strict=True)],
             }
             units.append(
                 Derived(
                     text="\n".join(line.text() for line in run),
                     modality="pdf_page",
                     plane="doc_visual",
-                    locator=Locator(kind="bbox", box=box, page=page),
-                    fragment=f"#page={page}",
+                    locator=Locator(kind="bbox", box=box, page=n),
+                    fragment=f"#page={n}",
                     meta=meta,
                 )
             )
@@ -149,7 +157,7 @@ def derive_pdf(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> li
             n = int(page["page"])
             dims = {"page_width": page["width"], "page_height": page["height"]}
             if page["words"]:
-                found = block_units(group_blocks(group_lines(page["words"])), n)
+                found = block_units(group_blocks(group_lines(page["words"])), page)
             elif "render" in page:
                 scale = float(page["render"]["scale"])
                 dpi = round(scale * 72)

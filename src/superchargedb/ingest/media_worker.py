@@ -34,27 +34,33 @@ def set_limits(args: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- pdf
 
 
-def display_transform(page: Any) -> tuple[float, float, float, float, int]:
-    """The rotated CropBox of a page: (left, bottom, right, top, rotation)."""
+def page_frame(page: Any) -> tuple[float, float, float, float, int]:
+    """The CropBox of a page and its /Rotate: (left, bottom, right, top, rotation)."""
     left, bottom, right, top = page.get_cropbox()
     return left, bottom, right, top, page.get_rotation() % 360
 
 
-def to_display(
-    box: tuple[float, float, float, float], tr: tuple[float, float, float, float, int]
+def to_upright(
+    box: tuple[float, float, float, float], fr: tuple[float, float, float, float, int]
 ) -> list[float]:
-    """PDF user-space box (l, b, r, t) -> [x0, y0, x1, y1] with a top-left origin, as displayed."""
-    cl, cb, cr, ct, rot = tr
-    x0, y0, x1, y1 = box  # left, bottom, right, top in PDF user space
+    """PDF user-space box (left, bottom, right, top) -> [x0, y0, x1, y1] from the CropBox's
+    top-left corner, before the page's /Rotate (the frame in which its text runs left to right)."""
+    cl, _, _, ct, _ = fr
+    x0, y0, x1, y1 = box
+    return [round(x0 - cl, 3), round(ct - y1, 3), round(x1 - cl, 3), round(ct - y0, 3)]
+
+
+def rotate_box(box: list[float], w0: float, h0: float, rot: int) -> list[float]:
+    """An upright-frame box -> the displayed page (rotated clockwise by ``rot``), top-left origin;
+    ``w0``/``h0`` are the CropBox's size before rotation."""
+    x0, y0, x1, y1 = box
     if rot == 90:
-        xs, ys = (y0 - cb, y1 - cb), (x0 - cl, x1 - cl)
-    elif rot == 180:
-        xs, ys = (cr - x1, cr - x0), (y0 - cb, y1 - cb)
-    elif rot == 270:
-        xs, ys = (ct - y1, ct - y0), (cr - x1, cr - x0)
-    else:
-        xs, ys = (x0 - cl, x1 - cl), (ct - y1, ct - y0)
-    return [round(min(xs), 3), round(min(ys), 3), round(max(xs), 3), round(max(ys), 3)]
+        return [h0 - y1, x0, h0 - y0, x1]
+    if rot == 180:
+        return [w0 - x1, h0 - y1, w0 - x0, h0 - y0]
+    if rot == 270:
+        return [y0, w0 - x1, y1, w0 - x0]
+    return [x0, y0, x1, y1]
 
 
 def union(a: list[float], b: list[float]) -> list[float]:
@@ -62,11 +68,12 @@ def union(a: list[float], b: list[float]) -> list[float]:
 
 
 def page_words(page: Any) -> list[dict[str, Any]]:
-    """The text layer as words: text, tight box, loose box, font size, line-break flag."""
+    """The text layer as words: text, tight box, loose box, font size, line-break flag (boxes in
+    the upright frame, see ``to_upright``)."""
     import pypdfium2.raw as c
 
     tp = page.get_textpage()
-    tr = display_transform(page)
+    fr = page_frame(page)
     words: list[dict[str, Any]] = []
     cur: dict[str, Any] | None = None
     brk = False
@@ -85,8 +92,8 @@ def page_words(page: Any) -> list[dict[str, Any]]:
             cur = None
             continue
         ch = LIGATURES.get(ch, "-" if ch in "\x02\xad" else ch)
-        tight = to_display(tp.get_charbox(i), tr)
-        loose = to_display(tp.get_charbox(i, loose=True), tr)
+        tight = to_upright(tp.get_charbox(i), fr)
+        loose = to_upright(tp.get_charbox(i, loose=True), fr)
         size = max(loose[3] - loose[1], loose[2] - loose[0], 1.0)  # the font's em, as drawn
         if cur is not None:
             # A jump back, a gap wider than a space, or a different line starts a new word.
@@ -126,7 +133,15 @@ def task_pdf(args: dict[str, Any]) -> dict[str, Any]:
         page = pdf[idx]
         width, height = page.get_size()
         words = page_words(page)
-        entry: dict[str, Any] = {"page": idx + 1, "width": width, "height": height, "words": words}
+        left, bottom, right, top, rot = page_frame(page)
+        entry: dict[str, Any] = {
+            "page": idx + 1,
+            "width": width,  # as displayed (rotation applied)
+            "height": height,
+            "rotation": rot,
+            "upright_size": [right - left, top - bottom],
+            "words": words,
+        }
         if not words and args.get("render_dir"):
             dpi = float(args["dpi"])
             px = width * height * (dpi / 72) ** 2

@@ -1,0 +1,118 @@
+"""Answer sentences, their citations and the final ``answer`` object (DECISIONS 32, 33).
+
+``answer.text`` holds only cited, supported sentences; ``sentences[]`` describes exactly those;
+``dropped[]`` lists what was removed and why; a refusal has no citations and faithfulness 0.
+Citation indexes are renumbered 1..k in order of first use.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .localize import Evidence, pin_locator
+from .verify import Support
+
+MARKER = re.compile(r"\[(\d{1,3})\]")
+REFUSAL_TEXT = "The sources you can access do not contain an answer to this question."
+_REFUSAL_CUES = re.compile(
+    r"\b(cannot|can't|can not|unable to) (answer|determine|find)|"
+    r"\b(do|does) not (contain|mention|provide|say|include)|\bno information\b|"
+    r"\bnot (enough|sufficient) information\b",
+    re.IGNORECASE,
+)
+
+
+def is_refusal(text: str) -> bool:
+    return bool(_REFUSAL_CUES.search(text)) and len(text) < 400
+
+
+@dataclass
+class Sentence:
+    text: str  # without markers
+    passages: list[int]  # passage numbers n it cites
+    support: Support
+    span: tuple[int, int] | None = None  # localized span in its passage (extractive)
+
+
+@dataclass
+class Draft:
+    sentences: list[Sentence] = field(default_factory=list)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+
+
+def split_markers(sentence: str) -> tuple[str, list[int]]:
+    nums = [int(m) for m in MARKER.findall(sentence)]
+    clean = MARKER.sub("", sentence)
+    clean = re.sub(r"\s+([.,;:!?])", r"\1", clean)
+    return re.sub(r"\s{2,}", " ", clean).strip(), nums
+
+
+def build_answer(
+    draft: Draft, evidence: list[Evidence], *, extractive: bool, provider: str
+) -> dict[str, Any]:
+    by_n = {ev.n: ev for ev in evidence}
+    order: list[int] = []
+    for s in draft.sentences:
+        for n in s.passages:
+            if n not in order:
+                order.append(n)
+    index = {n: i for i, n in enumerate(order, start=1)}
+    parts, sentences = [], []
+    for s in draft.sentences:
+        marks = "".join(f"[{index[n]}]" for n in s.passages)
+        body = s.text.rstrip()
+        if body and body[-1] in ".!?":
+            parts.append(f"{body[:-1]} {marks}{body[-1]}")
+        else:
+            parts.append(f"{body} {marks}")
+        sentences.append(
+            {
+                "text": s.text,
+                "citations": [index[n] for n in s.passages],
+                "supported": s.support.supported,
+                "support_score": round(s.support.score, 4),
+            }
+        )
+    citations = []
+    for n in order:
+        ev = by_n[n]
+        hit = ev.hit
+        cands = [s.span for s in draft.sentences if n in s.passages and s.span is not None]
+        best = ev.best
+        span = cands[0] if cands else ((best.start, best.end) if best else None)
+        loc = pin_locator(hit, *span) if span else hit.get("locator")
+        citations.append(
+            {
+                "index": index[n],
+                "unit_id": hit["unit_id"],
+                "source_uri": hit["source_uri"],
+                "locator": loc,
+            }
+        )
+    n_sent = len(sentences)
+    return {
+        "text": " ".join(parts),
+        "citations": citations,
+        "nli_faithfulness": 1.0 if n_sent else 0.0,
+        "extractive": extractive,
+        "provider": provider,
+        "refused": False,
+        "sentences": sentences,
+        "dropped": draft.dropped,
+    }
+
+
+def refusal(reason: str, dropped: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        "text": REFUSAL_TEXT,
+        "citations": [],
+        "nli_faithfulness": 0.0,
+        "extractive": True,
+        "provider": "refusal",
+        "refused": True,
+        "refusal_reason": reason,
+        "sentences": [],
+        "dropped": dropped or [],
+    }

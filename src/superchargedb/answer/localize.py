@@ -1,0 +1,142 @@
+"""Localize: narrow each top hit to the sentence(s) that best answer the question (DECISIONS 38).
+
+Each candidate sentence is scored by the cosine between the question and the sentence plus the
+share of the question's content terms it contains; the best span of each hit is pinned to a
+Locator of the hit's kind: a sub-``char_span`` for text (relative to the source document), a
+sub-``line_range`` for code and logs, and the Unit's own ``bbox`` (+ page) or ``time_range``
+(+ shot) for page regions, utterances and shots.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..search.lexical import query_terms
+from .sentences import split_sentences
+
+COVERAGE_WEIGHT = 0.3
+MAX_SENTENCES = 24  # per hit; longer Units keep their most query-overlapping sentences
+
+
+@dataclass
+class Candidate:
+    """One sentence of one hit."""
+
+    n: int  # the hit's passage number [n], 1-based
+    start: int  # span inside the Unit's text
+    end: int
+    text: str
+    cos: float
+    coverage: float
+
+    @property
+    def score(self) -> float:
+        return self.cos + COVERAGE_WEIGHT * self.coverage
+
+
+@dataclass
+class Evidence:
+    n: int
+    hit: dict[str, Any]
+    candidates: list[Candidate] = field(default_factory=list)
+
+    @property
+    def best(self) -> Candidate | None:
+        return max(self.candidates, key=lambda c: c.score, default=None)
+
+
+def stems(text: str) -> set[str]:
+    """Crude, fast stems: lower-cased word prefixes (5 chars) without stopwords."""
+    return {t[:5] for t in query_terms(text) if len(t) > 1}
+
+
+def coverage(q_stems: set[str], text: str) -> float:
+    if not q_stems:
+        return 0.0
+    return len(q_stems & stems(text)) / len(q_stems)
+
+
+def pin_locator(hit: dict[str, Any], start: int, end: int) -> dict[str, Any] | None:
+    """The Locator of the span ``[start, end)`` of a hit's text."""
+    loc = hit.get("locator")
+    text = hit["text"]
+    kind = loc.get("kind") if loc else None
+    if kind in ("bbox", "time_range"):
+        return dict(loc) if loc else None
+    if kind == "line_range" or hit.get("modality") in ("code", "log"):
+        base = loc["start"] if kind == "line_range" and loc else 1
+        first = base + text.count("\n", 0, start)
+        last = base + text.count("\n", 0, max(start, end - 1))
+        return {"kind": "line_range", "start": first, "end": last}
+    base = loc["start"] if kind == "char_span" and loc else 0
+    return {"kind": "char_span", "start": base + start, "end": base + end}
+
+
+class Localizer:
+    """Scores sentences with the real embedder; sentence vectors are cached per text."""
+
+    def __init__(self, embedder: Any, cache_size: int = 8192) -> None:
+        self.embedder = embedder
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._size = cache_size
+        self._lock = threading.Lock()
+
+    def _vectors(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            vecs = self.embedder.embed(missing)
+            with self._lock:
+                for t, v in zip(missing, vecs, strict=True):
+                    self._cache[t] = v
+                while len(self._cache) > self._size:
+                    self._cache.popitem(last=False)
+        with self._lock:
+            for t in texts:
+                if t in self._cache:
+                    self._cache.move_to_end(t)
+            return np.stack([self._cache[t] for t in texts])
+
+    def localize(self, question: str, hits: Sequence[dict[str, Any]]) -> list[Evidence]:
+        q_stems = stems(question)
+        q_vec = np.asarray(self.embedder.embed_query(question), dtype=np.float32)
+        evidence: list[Evidence] = []
+        texts: list[str] = []
+        for n, hit in enumerate(hits, start=1):
+            ev = Evidence(n=n, hit=hit)
+            spans = split_sentences(hit["text"]) or [(0, len(hit["text"]))]
+            if len(spans) > MAX_SENTENCES:
+                spans = sorted(spans, key=lambda s: -coverage(q_stems, hit["text"][s[0] : s[1]]))[
+                    :MAX_SENTENCES
+                ]
+                spans.sort()
+            for a, b in spans:
+                sent = _clean(hit["text"][a:b])
+                if not sent:
+                    continue
+                ev.candidates.append(Candidate(n, a, b, sent, 0.0, coverage(q_stems, sent)))
+                texts.append(sent)
+            evidence.append(ev)
+        if texts:
+            cos = self._vectors(texts) @ q_vec
+            i = 0
+            for ev in evidence:
+                for c in ev.candidates:
+                    c.cos = float(cos[i])
+                    i += 1
+        return evidence
+
+
+_WS = re.compile(r"\s+")
+
+
+def _clean(s: str) -> str:
+    """One line of text: Markdown heading marks and runs of whitespace collapsed."""
+    return _WS.sub(" ", s.lstrip("#").strip())

@@ -1,0 +1,249 @@
+"""``POST /v1/answer``: retrieve -> localize -> (answerable?) -> synthesize -> cite -> verify.
+
+The provider chain is tried in order; each failure is recorded in the ``synth`` stage detail;
+the extractive synthesizer always closes the chain. An LLM's output is never returned
+unchecked: markers pointing at no passage are dropped, sentences without a valid citation or
+failing the support check are dropped, and if nothing survives the answer falls back to the
+extractive synthesizer. Answerability is decided by the system before any model runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..types import Principal, Stage, Trace
+from .answerability import decide
+from .compose import Draft, Sentence, build_answer, is_refusal, refusal, split_markers
+from .extractive import extract
+from .localize import Evidence, Localizer
+from .pricing import chat_cost, compute_cost
+from .providers import ChatProvider, Passage, ProviderFailed, SynthOutput
+from .sentences import sentence_texts
+from .verify import EntailmentChecker
+
+if TYPE_CHECKING:
+    from ..schemas import AegisQuery
+    from ..service import Service
+
+DEFAULT_ESTIMATE_MS = {"openai": 3000.0, "local": 15000.0}
+
+
+class StageClock:
+    """Moving averages of measured stage latencies: the budget's estimates (DECISIONS 29)."""
+
+    def __init__(self, alpha: float = 0.3) -> None:
+        self.alpha = alpha
+        self.ema: dict[str, float] = {}
+
+    def observe(self, name: str, ms: float) -> None:
+        old = self.ema.get(name)
+        self.ema[name] = ms if old is None else old + self.alpha * (ms - old)
+
+    def estimate(self, name: str) -> float:
+        if name in self.ema:
+            return self.ema[name]
+        return DEFAULT_ESTIMATE_MS.get(name.split(":", 1)[0], 3000.0)
+
+
+class Answerer:
+    def __init__(
+        self,
+        svc: Service,
+        providers: Sequence[ChatProvider],
+        checker: EntailmentChecker,
+        localizer: Localizer,
+    ) -> None:
+        self.svc = svc
+        self.providers = list(providers)
+        self.checker = checker
+        self.localizer = localizer
+        self.clock = StageClock()
+
+    @property
+    def chain_version(self) -> str:
+        return "+".join([p.name for p in self.providers] + ["extractive"])
+
+    # -- the pipeline ------------------------------------------------------------------------
+    def answer(
+        self,
+        principal: Principal,
+        q: AegisQuery,
+        scopes: list[str],
+        planes: list[str],
+        trace: Trace,
+        t0: float,
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        deadline = t0 + q.budget.max_ms / 1000 if q.budget and q.budget.max_ms else None
+        hits = self.svc.searcher.run(principal, q, scopes, planes, trace)
+        n_pass = min(len(hits), self.svc.settings.answer_passages)
+        t = time.perf_counter()
+        evidence = self.localizer.localize(q.q, hits[:n_pass])
+        n_sent = sum(len(e.candidates) for e in evidence)
+        trace.stages.append(
+            Stage("localize", _ms(t), detail=f"{len(evidence)} passages, {n_sent} sentences")
+        )
+        s = self.svc.settings
+        decision = decide(
+            evidence,
+            cos_strong=COS_STRONG if s.answer_cos_strong is None else s.answer_cos_strong,
+            cos_min=COS_MIN if s.answer_cos_min is None else s.answer_cos_min,
+            coverage_min=COVERAGE_MIN if s.answer_coverage_min is None else s.answer_coverage_min,
+        )
+        if not decision.answerable or decision.best is None:
+            trace.stages.append(Stage("synth", 0.0, skipped=f"unanswerable: {decision.reason}"))
+            trace.stages.append(Stage("verify", 0.0, skipped="refused"))
+            return hits, {**refusal(decision.reason), "signals": decision.signals()}
+        t = time.perf_counter()
+        draft, provider, extractive, detail, tokens = self._synthesize(
+            q, evidence, decision.best, trace, deadline
+        )
+        synth_ms = _ms(t)
+        if draft is None:
+            trace.stages.append(Stage("synth", synth_ms, detail=detail, tokens=tokens))
+            trace.stages.append(Stage("verify", 0.0, skipped="refused"))
+            return hits, refusal("the model refused and no sentence passed the support check", [])
+        answer = build_answer(draft, evidence, extractive=extractive, provider=provider)
+        answer["signals"] = decision.signals()
+        detail = f"{provider}; {len(answer['citations'])} citations" + (
+            f"; {detail}" if detail else ""
+        )
+        trace.stages.append(Stage("synth", synth_ms, detail=detail, tokens=tokens))
+        kept = len(answer["sentences"])
+        trace.stages.append(
+            Stage("verify", self._verify_ms, detail=f"{kept}/{kept + len(draft.dropped)} supported")
+        )
+        return hits, answer
+
+    def _synthesize(
+        self,
+        q: AegisQuery,
+        evidence: list[Evidence],
+        best: Any,
+        trace: Trace,
+        deadline: float | None,
+    ) -> tuple[Draft | None, str, bool, str, Any]:
+        """Try the chain; returns (draft or None for refusal, provider, extractive, notes, tokens)."""
+        notes: list[str] = []
+        self._verify_ms = 0.0
+        passages = [Passage(ev.n, ev.hit["text"]) for ev in evidence]
+        for prov in self.providers:
+            why = prov.unavailable()
+            if why is not None:
+                notes.append(f"{prov.name} {why}")
+                continue
+            remaining = None if deadline is None else (deadline - time.perf_counter()) * 1000
+            est = self.clock.estimate(prov.name)
+            if remaining is not None and est > remaining:
+                notes.append(
+                    f"{prov.name} skipped: budget (est {est:.0f} ms > remaining {remaining:.0f} ms)"
+                )
+                continue
+            budget_usd = q.budget.max_cost_usd if q.budget else None
+            if budget_usd is not None and self._estimate_cost(prov, q.q, passages) > budget_usd:
+                notes.append(f"{prov.name} skipped: budget (cost)")
+                continue
+            timeout = 60.0 if remaining is None else max(0.05, remaining / 1000)
+            try:
+                out = prov.complete(q.q, passages, timeout)
+            except ProviderFailed as exc:
+                notes.append(f"{prov.name} failed: {exc}")
+                continue
+            self.clock.observe(prov.name, out.seconds * 1000)
+            self._account(trace, prov, out)
+            tokens = {"prompt": out.prompt_tokens, "completion": out.completion_tokens}
+            if is_refusal(out.text):
+                # The system judged it answerable: fall back to extractive only when its best
+                # sentence is supported (DECISIONS 35), else refuse.
+                notes.append(f"{prov.name} refused")
+                draft = extract(best, evidence)
+                if not draft.sentences:
+                    return None, prov.name, False, "; ".join(notes), tokens
+                return draft, "extractive fallback", True, "; ".join(notes), tokens
+            draft = self._check_llm(out.text, evidence)
+            if draft.sentences:
+                return draft, f"{prov.name}", False, "; ".join(notes), tokens
+            notes.append(f"{prov.name} rejected: no cited, supported sentence")
+        draft = extract(best, evidence)
+        provider = "extractive fallback" if self.providers else "extractive"
+        return draft, provider, True, "; ".join(notes), None
+
+    def _check_llm(self, text: str, evidence: list[Evidence]) -> Draft:
+        t = time.perf_counter()
+        by_n = {ev.n: ev.hit["text"] for ev in evidence}
+        draft = Draft()
+        for raw in sentence_texts(text):
+            clean, nums = split_markers(raw)
+            if not clean:
+                continue
+            valid = [n for n in dict.fromkeys(nums) if n in by_n]
+            bad = [n for n in nums if n not in by_n]
+            if bad:
+                draft.dropped.append(
+                    {
+                        "text": clean,
+                        "reason": f"marker(s) {bad} point at no passage",
+                        "kind": "marker",
+                    }
+                )
+            if not valid:
+                draft.dropped.append({"text": clean, "reason": "no valid citation"})
+                continue
+            cited = [by_n[n] for n in valid]
+            others = [v for n, v in by_n.items() if n not in valid]
+            support = self.checker.check(clean, cited, others)
+            if not support.supported:
+                draft.dropped.append({"text": clean, "reason": "; ".join(support.reasons)})
+                continue
+            draft.sentences.append(Sentence(clean, valid, support))
+        # A dropped marker on a kept sentence is reported but is not a dropped sentence.
+        draft.dropped = [
+            d
+            for d in draft.dropped
+            if d.get("kind") != "marker" or d["text"] not in {s.text for s in draft.sentences}
+        ] + [
+            {"text": d["text"], "reason": d["reason"]}
+            for d in draft.dropped
+            if d.get("kind") == "marker" and d["text"] in {s.text for s in draft.sentences}
+        ]
+        self._verify_ms = _ms(t)
+        return draft
+
+    def _estimate_cost(self, prov: ChatProvider, question: str, passages: list[Passage]) -> float:
+        tokens = self.svc.embedder.count_tokens(question + " ".join(p.text for p in passages))
+        model = prov.name.split(":", 1)[-1]
+        return chat_cost(model, tokens + 300, 200) or 0.0
+
+    def _account(self, trace: Trace, prov: ChatProvider, out: SynthOutput) -> None:
+        if prov.name.startswith("local:"):
+            trace.est_cost_usd += compute_cost(
+                out.seconds, self.svc.settings.local_compute_usd_per_s
+            )
+        else:
+            cost = chat_cost(out.model, out.prompt_tokens, out.completion_tokens)
+            if cost is None:
+                cost = chat_cost(
+                    prov.name.split(":", 1)[-1], out.prompt_tokens, out.completion_tokens
+                )
+            trace.est_cost_usd += cost or 0.0
+        trace.est_cost_usd = round(trace.est_cost_usd, 8)
+
+    # -- streaming ----------------------------------------------------------------------------
+    @staticmethod
+    def events(final: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """SSE events for a finished, verified answer: sentences, their citations, final."""
+        answer = final["answer"]
+        by_index = {c["index"]: c for c in answer["citations"]}
+        sent_cites: set[int] = set()
+        for i, s in enumerate(answer["sentences"]):
+            yield "sentence", {"index": i, **s}
+            for c in s["citations"]:
+                if c not in sent_cites:
+                    sent_cites.add(c)
+                    yield "citation", by_index[c]
+        yield "final", final
+
+
+def _ms(t: float) -> float:
+    return (time.perf_counter() - t) * 1000
