@@ -272,7 +272,7 @@ def test_visual_image_with_exif_and_ocr(tmp_path: Path) -> None:
     assert {"harbour", "bridge", "tours"} <= words_of(u.text)
     assert "Canon EOS 5D" in u.text and "900x300" in u.text
     assert u.meta["captured_at"] == "2023-06-01T10:34:56Z"
-    assert u.meta["captured_at_ms"] == 1685616896000
+    assert u.meta["captured_at_ms"] == 1685615696000
 
 
 class _ChatHandler(BaseHTTPRequestHandler):

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..types import Principal, Stage, Trace
-from .answerability import decide
+from .answerability import COS_MIN, COS_STRONG, COVERAGE_MIN, decide
 from .compose import Draft, Sentence, build_answer, is_refusal, refusal, split_markers
 from .extractive import extract
 from .localize import Evidence, Localizer
@@ -103,7 +103,8 @@ class Answerer:
         if draft is None:
             trace.stages.append(Stage("synth", synth_ms, detail=detail, tokens=tokens))
             trace.stages.append(Stage("verify", 0.0, skipped="refused"))
-            return hits, refusal("the model refused and no sentence passed the support check", [])
+            out = refusal("the model refused and no sentence passed the support check")
+            return hits, {**out, "signals": decision.signals()}
         answer = build_answer(draft, evidence, extractive=extractive, provider=provider)
         answer["signals"] = decision.signals()
         detail = f"{provider}; {len(answer['citations'])} citations" + (
@@ -124,7 +125,7 @@ class Answerer:
         trace: Trace,
         deadline: float | None,
     ) -> tuple[Draft | None, str, bool, str, Any]:
-        """Try the chain; returns (draft or None for refusal, provider, extractive, notes, tokens)."""
+        """Try the chain: (draft, or None to refuse; provider; extractive; notes; tokens)."""
         notes: list[str] = []
         self._verify_ms = 0.0
         passages = [Passage(ev.n, ev.hit["text"]) for ev in evidence]
