@@ -341,7 +341,7 @@ def espeak_track(d: Path) -> tuple[Path, list[tuple[float, float]]]:
     offset, truth = gaps[0], []
     for i, sentence in enumerate(SENTENCES):
         clip = d / f"s{i}.wav"
-        subprocess.run(["espeak-ng", "-s", "150", "-w", str(clip), sentence], check=True)
+        subprocess.run(["espeak-ng", "-v", "en-us", "-w", str(clip), sentence], check=True)
         with wave.open(str(clip)) as w:
             assert w.getframerate() == rate
             x = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16)

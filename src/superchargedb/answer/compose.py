@@ -40,6 +40,7 @@ class Sentence:
 class Draft:
     sentences: list[Sentence] = field(default_factory=list)
     dropped: list[dict[str, Any]] = field(default_factory=list)
+    verify_ms: float = 0.0  # time spent checking a model's sentences
 
 
 def split_markers(sentence: str) -> tuple[str, list[int]]:

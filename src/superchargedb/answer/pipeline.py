@@ -113,7 +113,7 @@ class Answerer:
         trace.stages.append(Stage("synth", synth_ms, detail=detail, tokens=tokens))
         kept = len(answer["sentences"])
         trace.stages.append(
-            Stage("verify", self._verify_ms, detail=f"{kept}/{kept + len(draft.dropped)} supported")
+            Stage("verify", draft.verify_ms, detail=f"{kept}/{kept + len(draft.dropped)} supported")
         )
         return hits, answer
 
@@ -127,7 +127,7 @@ class Answerer:
     ) -> tuple[Draft | None, str, bool, str, Any]:
         """Try the chain: (draft, or None to refuse; provider; extractive; notes; tokens)."""
         notes: list[str] = []
-        self._verify_ms = 0.0
+        rejected: list[dict[str, Any]] = []  # what rejected model outputs said, and why
         passages = [Passage(ev.n, ev.hit["text"]) for ev in evidence]
         for prov in self.providers:
             why = prov.unavailable()
@@ -166,7 +166,9 @@ class Answerer:
             if draft.sentences:
                 return draft, f"{prov.name}", False, "; ".join(notes), tokens
             notes.append(f"{prov.name} rejected: no cited, supported sentence")
+            rejected += draft.dropped
         draft = extract(best, evidence)
+        draft.dropped = rejected + draft.dropped
         provider = "extractive fallback" if self.providers else "extractive"
         return draft, provider, True, "; ".join(notes), None
 
@@ -208,7 +210,7 @@ class Answerer:
             for d in draft.dropped
             if d.get("kind") == "marker" and d["text"] in {s.text for s in draft.sentences}
         ]
-        self._verify_ms = _ms(t)
+        draft.verify_ms = _ms(t)
         return draft
 
     def _estimate_cost(self, prov: ChatProvider, question: str, passages: list[Passage]) -> float:

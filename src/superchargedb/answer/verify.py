@@ -749,7 +749,7 @@ class LexicalDenseChecker:
             failures.append(f"low similarity {sim:.2f}")
         elif cov < t.coverage_min or (sim < t.sim_strong and cov < t.coverage_strong):
             missing = ", ".join(sorted(claim.stems - evidence.stems)[:4])
-            failures.append(f"low coverage {coverage:.2f} (missing {missing})")
+            failures.append(f"low coverage {cov:.2f} (missing {missing})")
         return _Verdict(sim, cov, failures)
 
     def check(self, sentence: str, cited: Sequence[str], others: Sequence[str] = ()) -> Support:

@@ -202,6 +202,7 @@ def transcribe(wav: Path, *, limits: MediaLimits, options: DeriveOptions) -> dic
     """Whisper words ([text, start_s, end_s, prob]) over the whole WAV, chunk by chunk."""
     model = whisper_model_dir(options.asr_model)
     words: list[list[Any]] = []
+    speech: list[list[float]] = []
     language, load_s, run_s = "en", 0.0, 0.0
     for start, end in chunk_bounds(wav):
         args = {"wav": str(wav), "start_s": start, "end_s": end, "model_dir": str(model)}
@@ -215,10 +216,12 @@ def transcribe(wav: Path, *, limits: MediaLimits, options: DeriveOptions) -> dic
             memory_mb=max(limits.memory_mb, 3072),
         )
         language, load_s, run_s = r["language"], load_s + r["load_s"], run_s + r["transcribe_s"]
+        speech += r["speech"]
         for seg in r["segments"]:
             words += seg["words"] or [[seg["text"], seg["start"], seg["end"], 0.5]]
     return {
-        "words": words,
+        "words": snap_words(words, speech),
+        "speech": speech,
         "language": language,
         "model": options.asr_model,
         "load_s": load_s,
@@ -227,6 +230,25 @@ def transcribe(wav: Path, *, limits: MediaLimits, options: DeriveOptions) -> dic
 
 
 # --------------------------------------------------------------------------- utterances
+
+
+def snap_words(words: list[list[Any]], speech: list[list[float]]) -> list[list[Any]]:
+    """Clamp each word into the speech region (VAD) it overlaps most, or the nearest one."""
+    if not speech:
+        return words
+    out = []
+    for text, start, end, prob in words:
+        mid = (start + end) / 2
+
+        def score(r: list[float], s: float = start, e: float = end, m: float = mid) -> float:
+            overlap = min(e, r[1]) - max(s, r[0])
+            return overlap if overlap > 0 else -min(abs(m - r[0]), abs(m - r[1]))
+
+        lo, hi = max(speech, key=score)
+        s = min(max(start, lo), hi)
+        e = min(max(end, s), hi)
+        out.append([text, round(s, 3), round(max(e, min(s + 0.02, hi)), 3), prob])
+    return out
 
 
 def group_words(words: list[list[Any]]) -> list[list[list[Any]]]:

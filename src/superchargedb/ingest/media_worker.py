@@ -241,6 +241,7 @@ def task_transcribe(args: dict[str, Any]) -> dict[str, Any]:
     offset = start / rate
 
     from faster_whisper import WhisperModel
+    from faster_whisper.vad import VadOptions, get_speech_timestamps
 
     model = WhisperModel(
         args["model_dir"],
@@ -250,13 +251,21 @@ def task_transcribe(args: dict[str, Any]) -> dict[str, Any]:
         num_workers=1,
         local_files_only=True,
     )
+    # Silences of 0.5 s or more split the speech; the regions are returned to snap word times,
+    # which Whisper tends to stretch over the pause that follows a word.
+    vad = VadOptions(min_silence_duration_ms=500, speech_pad_ms=150)
+    speech = [
+        [round(offset + r["start"] / rate, 3), round(offset + r["end"] / rate, 3)]
+        for r in get_speech_timestamps(audio, vad)
+    ]
     t1 = time.perf_counter()
     segments, info = model.transcribe(
         audio,
         language=args.get("language") or "en",
         beam_size=int(args.get("beam_size", 5)),
         word_timestamps=True,
-        vad_filter=bool(args.get("vad", True)),
+        vad_filter=True,
+        vad_parameters=vad,
         condition_on_previous_text=False,
     )
     out = []
@@ -278,6 +287,7 @@ def task_transcribe(args: dict[str, Any]) -> dict[str, Any]:
     t2 = time.perf_counter()
     return {
         "segments": out,
+        "speech": speech,
         "language": info.language,
         "load_s": round(t1 - t0, 3),
         "transcribe_s": round(t2 - t1, 3),
