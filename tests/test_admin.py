@@ -146,3 +146,37 @@ def test_admin_changes_are_audited(client, svc):
     r = client.get("/v1/audit/verify", headers=ALICE)
     assert r.status_code == 200 and r.json()["ok"] is True
     assert client.get("/v1/audit/verify", headers=BOB).status_code == 403
+
+
+def test_admin_edge_rules(client):
+    r = create(client, ALICE, name="e1", permz=["read"], scopes=["acme/alpha"])
+    assert r.status_code == 422
+    r = create(client, ALICE, name="e1", scopes=["acme/alpha"], expires_at="tomorrow")
+    assert r.status_code == 422
+    assert (
+        create(
+            client, ALICE, name="e1", perms=["read"], tier="pro", scopes=["acme/alpha"]
+        ).status_code
+        == 201
+    )
+    r = client.patch("/v1/admin/principals/e1", headers=ALICE, json={"disabled": True})
+    assert r.status_code == 200 and r.json()["disabled"] is True
+    # A later change that omits `disabled` keeps it disabled.
+    r = client.patch("/v1/admin/principals/e1", headers=ALICE, json={"groups": ["eng-backend"]})
+    assert r.json()["disabled"] is True
+    assert client.get("/v1/admin/principals/e1", headers=ALICE).json()["disabled"] is True
+    r = client.patch("/v1/admin/principals/e1", headers=ALICE, json={"active_scope": "acme/beta"})
+    assert r.status_code == 422
+
+
+def test_doc_ids_with_slashes_and_route_404(client):
+    client.post(
+        "/v1/ingest",
+        headers=ALICE,
+        json={"units": [{"text": "nested doc id", "doc_id": "team/runbooks/a"}]},
+    )
+    r = client.patch("/v1/docs/team/runbooks/a", headers=ALICE, json={"acl_groups": []})
+    assert r.status_code == 200, r.text
+    assert client.delete("/v1/docs/team/runbooks/a", headers=ALICE).status_code == 200
+    r = client.get("/v1/nope", headers=ALICE)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "route_not_found"

@@ -163,9 +163,10 @@ def test_unanswerable_question_is_refused_whatever_the_model_says(aclient, fake)
 
 
 def test_no_provider_configured_is_recorded(tmp_path, embedder):
+    from fastapi.testclient import TestClient
+
     from superchargedb.api.app import create_app
     from superchargedb.demo import seed_principals
-    from fastapi.testclient import TestClient
 
     s = make_service(tmp_path / "n", embedder, openai_api_key=None, openai_base_url=None)
     seed_principals(s)

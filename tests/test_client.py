@@ -258,7 +258,7 @@ def test_document_operations_and_usage(live):
         assert use["principal"] == "alice" and use["requests"]["POST /v1/ingest"] >= 1
         day = c.usage(from_=datetime.now(UTC) - timedelta(days=1), to=datetime.now(UTC))
         assert day["documents"]["used"] == 0  # deleting a document's Units frees its quota
-        assert day["requests"]["DELETE /v1/docs/{doc_id}"] == 1
+        assert day["requests"]["DELETE /v1/docs/{doc_id:path}"] == 1
 
 
 def test_admin_principal_and_key_flow(live):

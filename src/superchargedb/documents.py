@@ -229,6 +229,8 @@ class DocumentsMixin:
         self, principal: Principal, doc_id: str, body: Any, header_scope: str | None
     ) -> dict[str, Any]:
         """Replace a document's Units atomically (DECISIONS 17)."""
+        if not principal.has("write"):
+            raise ForbiddenError("the write permission is required")
         if not isinstance(body, dict) or not isinstance(body.get("units"), list):
             raise ValidationError('body must be an object with a "units" array', field="units")
         if set(body) - {"units"}:
@@ -242,8 +244,6 @@ class DocumentsMixin:
                     raise ValidationError("a unit's doc_id differs from the path", field="doc_id")
                 u = {**u, "doc_id": doc_id}
             units.append(u)
-        if not principal.has("write"):
-            raise ForbiddenError("the write permission is required")
         return self.ingestor.ingest(principal, units, header_scope, "replace")
 
     def usage(

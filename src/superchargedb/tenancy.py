@@ -50,16 +50,19 @@ class TenancyMixin:
 
     def admin_get_principal(self, actor: Principal, name: str) -> dict[str, Any]:
         require_admin(actor)
-        return admin.principal_dict(admin.get_principal(self.catalog.reader(), actor, name))
+        conn = self.catalog.reader()
+        p = admin.get_principal(conn, actor, name)
+        disabled = conn.execute("SELECT disabled FROM principals WHERE id = ?", (p.id,)).fetchone()
+        return admin.principal_dict(p, bool(disabled[0]))
 
     def admin_update_principal(self, actor: Principal, name: str, changes: Any) -> dict[str, Any]:
         if not isinstance(changes, dict):
             raise ValidationError("body must be a JSON object")
         record: dict[str, Any] = {"name": name}
         with self._audited(actor, "principal.update", record) as conn:
-            p = admin.update_principal(conn, actor, name, changes)
+            admin.update_principal(conn, actor, name, changes)
             record.update(changes=sorted(changes))
-        return admin.principal_dict(p)
+        return self.admin_get_principal(admin.OPERATOR, name)
 
     def admin_create_key(
         self, actor: Principal, name: str, expires_at: int | None = None

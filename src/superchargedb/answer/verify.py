@@ -72,10 +72,15 @@ WRONG_CITATION_MARGIN = 0.15
 SIM_CONFIDENT = 0.8
 #: Sentences per passage that are embedded: the ones sharing most stems with the claim.
 MAX_SENTENCES_PER_PASSAGE = 5
+#: Every clause of the sentence with at least CLAUSE_MIN_STEMS content stems must have this
+#: share of them in the cited text (catches an unsupported clause appended to a true one).
+CLAUSE_COVERAGE_MIN = 0.5
+CLAUSE_MIN_STEMS = 3
 #: Content tokens after a negation cue that form its scope (fewer at a clause boundary).
 NEG_SCOPE = 6
-#: Word positions either side of a number that form its context (the binding guard).
-NUM_CONTEXT = 4
+#: Content words either side of a number in the cited text that form its context: at least one
+#: must occur in the sentence (the binding guard against swapped numbers).
+NUM_CONTEXT = 3
 
 
 @dataclass(frozen=True)
@@ -213,7 +218,6 @@ _RATE_ADVERBS = {
     "weekly": "week",
     "monthly": "month",
     "yearly": "year",
-    "annually": "year",
 }
 _MONTH_NAMES = [
     "",
@@ -241,6 +245,7 @@ _NEG_WORDS = _words(
     "lacked lacking absent absence exempt zero 0"
 )
 _BOUNDARY = frozenset(",;:()!?.—–") | _words("but whereas while although though yet")
+_CLAUSE_WORDS = _words("and so because which who whereas while although though yet but")
 _NEG_PREFIXES = ("non-", "non", "un", "in", "im", "dis", "ir", "il")
 _DIRECTIONS: list[tuple[str, frozenset[str], frozenset[str]]] = [
     (
@@ -334,9 +339,11 @@ class Features:
     numbers: tuple[Number, ...] = ()
     dates: tuple[Date, ...] = ()
     names: tuple[str, ...] = ()
+    name_contexts: tuple[frozenset[str], ...] = ()
     idents: tuple[str, ...] = ()
     rates: frozenset[str] = frozenset()
     neg_scopes: tuple[frozenset[str], ...] = ()
+    clauses: tuple[frozenset[str], ...] = ()
     directions: frozenset[tuple[str, int, str]] = frozenset()  # (pair, side, word)
     instruction: bool = False
 
@@ -450,50 +457,74 @@ def analyse(text: str) -> Features:
     in_date = [any(a <= m.start() < b for a, b in date_spans) for m in matches]
     first_word = next((i for i, t in enumerate(toks) if t[0].isalnum()), -1)
     numbers: list[tuple[Number, int]] = []
-    names: list[str] = []
+    names: list[tuple[str, int]] = []
     idents: list[str] = []
     vocab = {_MONTH_NAMES[d[2]] for d in dates}
-    stems: dict[int, str] = {}
+    stems: dict[int, tuple[str, ...]] = {}  # token position -> stems (hyphen parts apart)
     i = 0
     while i < len(toks):
-        tok, low = toks[i], _norm_word(toks[i])
+        tok, low, pos = toks[i], _norm_word(toks[i]), i
         i += 1
         if not tok[0].isalnum():
             continue
+        parts = [p for p in re.split(r"[-/]", low) if p]
         vocab.add(low)
-        vocab.update(p for p in re.split(r"[-/]", low) if p)
-        if in_date[i - 1]:
+        vocab.update(parts)
+        if in_date[pos]:
             continue
         if tok[0].isdigit() and _RANGE.match(tok) and re.search(r"[-–]", tok):
-            numbers.extend((Number(p, float(p)), i - 1) for p in re.split(r"[-–]", tok))
+            numbers.extend((Number(p, float(p)), pos) for p in re.split(r"[-–]", tok))
             continue
-        parsed = _parse_number(tok, low, lows, i - 1)
+        parsed = _parse_number(tok, low, lows, pos)
         if parsed is not None:
-            numbers.append((parsed[0], i - 1))
+            numbers.append((parsed[0], pos))
             i += parsed[1]
             continue
         if any(c.isdigit() for c in tok):
             idents.append(tok)
-            stems[i - 1] = low
+            stems[pos] = (low,)
             continue
         if low in _STOP:
             continue
-        if tok[0].isupper() and i - 1 != first_word and low not in _UNITS and len(tok) > 1:
-            names.append(tok)
-        stems[i - 1] = stem(low)
-    context_of = {p: s for p, s in stems.items() if not any(c.isdigit() for c in s)}
-    nums = tuple(
-        replace(
-            n,
-            context=frozenset(
-                context_of[j]
-                for j in range(p - NUM_CONTEXT, p + NUM_CONTEXT + 1)
-                if j in context_of
-            ),
-        )
-        for n, p in numbers
+        if tok[0].isupper() and pos != first_word and low not in _UNITS and len(tok) > 1:
+            names.append((tok, pos))
+        stems[pos] = tuple(dict.fromkeys(stem(p) for p in parts if p not in _STOP)) or (low,)
+    words = [p for p in sorted(stems) if not any(c.isdigit() for c in stems[p][0])]
+    return Features(
+        text=text,
+        n_tokens=max(1, sum(1 for t in toks if t[0].isalnum())),
+        stems=frozenset(x for v in stems.values() for x in v),
+        vocab=frozenset(vocab),
+        numbers=tuple(replace(n, context=_context(words, stems, p)) for n, p in numbers),
+        dates=tuple(dates),
+        names=tuple(n for n, _ in names),
+        name_contexts=tuple(_context(words, stems, p, skip=p) for _, p in names),
+        idents=tuple(idents),
+        rates=frozenset(_rates(lows)),
+        neg_scopes=tuple(_scopes(lows, stems)),
+        clauses=tuple(_clauses(lows, stems)),
+        directions=frozenset(
+            (pair, side, w)
+            for w in lows
+            for pair, up, down in _DIRECTIONS
+            for side, group in ((0, up), (1, down))
+            if w in group
+        ),
+        instruction=bool(_INSTRUCTION.search(text)),
     )
-    rates = {
+
+
+def _context(
+    words: list[int], stems: dict[int, tuple[str, ...]], pos: int, skip: int = -1
+) -> frozenset[str]:
+    """Stems of the NUM_CONTEXT content words either side of token position ``pos``."""
+    before = [p for p in words if p < pos][-NUM_CONTEXT:]
+    after = [p for p in words if p > pos][:NUM_CONTEXT]
+    return frozenset(x for p in before + after if p != skip for x in stems[p])
+
+
+def _rates(lows: list[str]) -> set[str]:
+    out = {
         _TIME_NAMES.get(_UNITS[lows[k + 1]][1], lows[k + 1])
         for k in range(len(lows) - 1)
         if lows[k] in ("per", "/", "every", "each", "a")
@@ -501,7 +532,11 @@ def analyse(text: str) -> Features:
         and _UNITS[lows[k + 1]][0] == "time"
         and len(lows[k + 1]) > 2
     }
-    rates |= {_RATE_ADVERBS[w] for w in lows if w in _RATE_ADVERBS}
+    return out | {_RATE_ADVERBS[w] for w in lows if w in _RATE_ADVERBS}
+
+
+def _scopes(lows: list[str], stems: dict[int, tuple[str, ...]]) -> list[frozenset[str]]:
+    """One scope per negation cue: the content stems after it, up to a clause boundary."""
     scopes: list[frozenset[str]] = []
     for k in range(len(lows)):
         if _is_cue(lows, k):
@@ -509,30 +544,21 @@ def analyse(text: str) -> Features:
             for j in range(k + 1, len(lows)):
                 if lows[j] in _BOUNDARY or len(scope) >= NEG_SCOPE:
                     break
-                if j in stems:
-                    scope.append(stems[j])
+                scope.extend(stems.get(j, ()))
             scopes.append(frozenset(scope))
-    directions = frozenset(
-        (pair, side, w)
-        for w in lows
-        for pair, up, down in _DIRECTIONS
-        for side, words in ((0, up), (1, down))
-        if w in words
-    )
-    return Features(
-        text=text,
-        n_tokens=max(1, sum(1 for t in toks if t[0].isalnum())),
-        stems=frozenset(stems.values()),
-        vocab=frozenset(vocab),
-        numbers=nums,
-        dates=tuple(dates),
-        names=tuple(names),
-        idents=tuple(idents),
-        rates=frozenset(rates),
-        neg_scopes=tuple(scopes),
-        directions=directions,
-        instruction=bool(_INSTRUCTION.search(text)),
-    )
+    return scopes
+
+
+def _clauses(lows: list[str], stems: dict[int, tuple[str, ...]]) -> list[frozenset[str]]:
+    """Content stems per clause (split at punctuation and coordinating words)."""
+    out: list[set[str]] = [set()]
+    for j, w in enumerate(lows):
+        if w in _BOUNDARY or w in _CLAUSE_WORDS:
+            if out[-1]:
+                out.append(set())
+            continue
+        out[-1].update(stems.get(j, ()))
+    return [frozenset(c) for c in out if c]
 
 
 def merge(parts: Sequence[Features]) -> Features:
@@ -545,9 +571,11 @@ def merge(parts: Sequence[Features]) -> Features:
         numbers=tuple(n for p in parts for n in p.numbers),
         dates=tuple(d for p in parts for d in p.dates),
         names=tuple(n for p in parts for n in p.names),
+        name_contexts=tuple(c for p in parts for c in p.name_contexts),
         idents=tuple(n for p in parts for n in p.idents),
         rates=frozenset().union(*(p.rates for p in parts)),
         neg_scopes=tuple(s for p in parts for s in p.neg_scopes),
+        clauses=tuple(c for p in parts for c in p.clauses),
         directions=frozenset().union(*(p.directions for p in parts)),
         instruction=any(p.instruction for p in parts),
     )
@@ -589,7 +617,7 @@ def _number_failures(claim: Features, evidence: Features) -> list[str]:
                 out.append(
                     f"number {n.surface}{' ' + n.unit if n.unit else ''} not in cited passage"
                 )
-        elif not any(not n.context or not m.context or n.context & m.context for m in hits):
+        elif not any(not m.context or claim.stems & m.context for m in hits):
             out.append(f"number {n.surface} bound to other words in cited passage")
     return out
 
@@ -600,30 +628,30 @@ def _name_in(name: str, vocab: frozenset[str]) -> bool:
     return bool(cands & vocab) or ("-" in low and all(p in vocab for p in low.split("-") if p))
 
 
-def _polarity_failures(claim: Features, evidence: Features, window: Features) -> list[str]:
+def _polarity_failures(claim: Features, ev: Evidence) -> list[str]:
     out: list[str] = []
     if not claim.neg_scopes:
-        for ws in window.neg_scopes:
-            hit = ws & claim.stems
-            if hit and len(hit) >= min(2, len(ws)):
+        for scope in ev.sentence.neg_scopes:
+            hit = scope & claim.stems
+            if hit and len(hit) >= min(2, len(scope)):
                 out.append(f"negation mismatch: cited passage negates {' '.join(sorted(hit))}")
                 break
-    elif not window.neg_scopes and any(not cs or cs & window.stems for cs in claim.neg_scopes):
+    elif not ev.window.neg_scopes and any(
+        not cs or cs & ev.window.stems for cs in claim.neg_scopes
+    ):
         out.append("negation mismatch: sentence negates what the cited passage affirms")
+    vocab = ev.cited.vocab
     for w in sorted(claim.vocab):
-        if len(w) < 4 or not w.isalpha() or w in evidence.vocab:
+        if len(w) < 4 or not w.isalpha() or w in vocab:
             continue
         for p in _NEG_PREFIXES:
             base = w[len(p) :]
-            if p + w in evidence.vocab or (
-                w.startswith(p) and len(base) >= 4 and base in evidence.vocab
-            ):
-                other = p + w if p + w in evidence.vocab else base
-                out.append(f"negation mismatch: {w} vs {other}")
+            if p + w in vocab or (w.startswith(p) and len(base) >= 4 and base in vocab):
+                out.append(f"negation mismatch: {w} vs {p + w if p + w in vocab else base}")
                 break
     for pair, _, _ in _DIRECTIONS:
         mine = {(s, w) for p, s, w in claim.directions if p == pair}
-        theirs = {(s, w) for p, s, w in window.directions if p == pair}
+        theirs = {(s, w) for p, s, w in ev.sentence.directions if p == pair}
         sides, their_sides = {s for s, _ in mine}, {s for s, _ in theirs}
         if len(sides) == 1 and their_sides and not sides & their_sides:
             out.append(
@@ -632,26 +660,45 @@ def _polarity_failures(claim: Features, evidence: Features, window: Features) ->
     return out
 
 
-def guard_failures(claim: Features, evidence: Features, window: Features) -> list[str]:
-    """Every lexical guard that fails: ``evidence`` is all cited text, ``window`` the 1-2
-    sentences most similar to the claim (polarity is judged against the window only)."""
-    out = _number_failures(claim, evidence)
+@dataclass(frozen=True)
+class Evidence:
+    """What a claim is compared with: all cited text, the best 1-2 sentence window, the best
+    single sentence, and the cited text up to the end of the window (for names)."""
+
+    cited: Features
+    window: Features
+    sentence: Features
+    upto: Features
+
+
+def guard_failures(claim: Features, ev: Evidence) -> list[str]:
+    """Every lexical guard that fails (an empty list when all pass)."""
+    out = _number_failures(claim, ev.cited)
     for surface, year, month, day in claim.dates:
         if not any(
             m == month and (year is None or y == year) and (day is None or d == day)
-            for _, y, m, d in evidence.dates
+            for _, y, m, d in ev.cited.dates
         ):
             out.append(f"date {surface} not in cited passage")
-    out += [
-        f"name {n} not in cited passage" for n in claim.names if not _name_in(n, evidence.vocab)
-    ]
+    for n in claim.names:
+        if not _name_in(n, ev.cited.vocab):
+            out.append(f"name {n} not in cited passage")
+        elif not _name_in(n, ev.upto.vocab):
+            out.append(f"name {n} only after the supporting sentence")
     out += [
         f"identifier {i} not in cited passage"
         for i in claim.idents
-        if _norm_word(i) not in evidence.vocab
+        if _norm_word(i) not in ev.cited.vocab
     ]
-    out += [f"rate per {r} not in cited passage" for r in sorted(claim.rates - evidence.rates)]
-    return out + _polarity_failures(claim, evidence, window)
+    out += [f"rate per {r} not in cited passage" for r in sorted(claim.rates - ev.cited.rates)]
+    out += _polarity_failures(claim, ev)
+    for clause in claim.clauses:
+        if len(clause) >= CLAUSE_MIN_STEMS:
+            share = len(clause & ev.cited.stems) / len(clause)
+            if share < CLAUSE_COVERAGE_MIN:
+                missing = " ".join(sorted(clause - ev.cited.stems))
+                out.append(f"clause coverage {share:.2f} (missing {missing})")
+    return out
 
 
 # -- checkers ---------------------------------------------------------------------------------
@@ -736,19 +783,25 @@ class LexicalDenseChecker:
         return wins
 
     def _verdict(self, claim: Features, q: np.ndarray, passages: list[_Passage]) -> _Verdict:
-        wins = [(s, p, idx) for p in passages for s, idx in self._windows(p, q)]
+        wins = [(sim, p, idx) for p in passages for sim, idx in self._windows(p, q)]
         if not wins:
             return _Verdict(0.0, 0.0, ["cited passage has no usable text"])
         sim, best_p, best_idx = max(wins, key=lambda w: w[0])
-        window = merge([best_p.sentences[i] for i in best_idx])
-        evidence = merge([p.joined for p in passages])
-        failures = guard_failures(claim, evidence, window)
-        cov = coverage(claim, evidence)
+        _, one_p, one_idx = max((w for w in wins if len(w[2]) == 1), key=lambda w: w[0])
+        others = [p.joined for p in passages if p is not best_p]
+        ev = Evidence(
+            cited=merge([p.joined for p in passages]),
+            window=merge([best_p.sentences[i] for i in best_idx]),
+            sentence=one_p.sentences[one_idx[0]],
+            upto=merge(best_p.sentences[: best_idx[-1] + 1] + others),
+        )
+        failures = guard_failures(claim, ev)
+        cov = coverage(claim, ev.cited)
         t = self.t
         if sim < t.sim_min:
             failures.append(f"low similarity {sim:.2f}")
         elif cov < t.coverage_min or (sim < t.sim_strong and cov < t.coverage_strong):
-            missing = ", ".join(sorted(claim.stems - evidence.stems)[:4])
+            missing = ", ".join(sorted(claim.stems - ev.cited.stems)[:4])
             failures.append(f"low coverage {cov:.2f} (missing {missing})")
         return _Verdict(sim, cov, failures)
 

@@ -111,7 +111,10 @@ def create_app(svc: Service) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> Response:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        # A missing route is not a missing record: give it its own code.
+        code = {404: "route_not_found", 405: "method_not_allowed"}.get(
+            exc.status_code, "http_error"
+        )
         return OrjsonResponse(
             {"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code
         )
@@ -231,7 +234,7 @@ def create_app(svc: Service) -> FastAPI:
         return await run_in_threadpool(svc.delete_unit, p, unit_id)
 
     @app.delete(
-        "/v1/docs/{doc_id}",
+        "/v1/docs/{doc_id:path}",
         tags=["docs"],
         responses=ERROR_RESPONSES.subset(401, 403, 404, 422),
     )

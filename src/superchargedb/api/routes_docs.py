@@ -87,7 +87,7 @@ def register_docs(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: 
             )
         )
 
-    @app.patch("/v1/docs/{doc_id}", tags=["docs"], responses=read_errs)
+    @app.patch("/v1/docs/{doc_id:path}", tags=["docs"], responses=read_errs)
     async def patch_doc(
         doc_id: str,
         request: Request,
@@ -99,7 +99,7 @@ def register_docs(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: 
         return await run_in_threadpool(svc.patch_doc, p, doc_id, body, x_aegis_scope, scope)
 
     @app.put(
-        "/v1/docs/{doc_id}",
+        "/v1/docs/{doc_id:path}",
         tags=["docs"],
         responses=ERROR_RESPONSES.subset(401, 402, 403, 413, 422),
     )

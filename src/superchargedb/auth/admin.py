@@ -119,6 +119,22 @@ def create_principal(
 ) -> tuple[Principal, str, str]:
     """Create a principal and its first key; returns (principal, key_id, key)."""
     require_admin(actor)
+    allowed = {
+        "name",
+        "perms",
+        "tier",
+        "scopes",
+        "active_scope",
+        "groups",
+        "doc_quota",
+        "expires_at",
+    }
+    unknown = set(spec) - allowed
+    if unknown:
+        raise ValidationError(f"unknown field(s): {sorted(unknown)}")
+    expires = spec.get("expires_at")
+    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int)):
+        raise ValidationError("expires_at must be epoch milliseconds", field="expires_at")
     name = spec.get("name")
     if not isinstance(name, str) or not name or len(name) > 64 or not name.isascii():
         raise ValidationError("name: 1-64 ASCII characters", field="name")
@@ -140,7 +156,6 @@ def create_principal(
         groups=groups,
         doc_quota=quota,
     )
-    expires = spec.get("expires_at")
     kid, key = pm.add_key(conn, p.id, expires_at=expires)
     return p, kid, key
 
@@ -167,10 +182,15 @@ def update_principal(
         groups=groups if "groups" in changes else None,
         doc_quota=quota if "doc_quota" in changes else "unset",
     )
-    active = changes.get("active_scope", target.active_scope)
-    if not within_any(active, scopes):
-        active = scopes[0] if scopes else active
+    if "active_scope" in changes:
+        active = changes["active_scope"]  # validated below: must lie within the scopes
+    else:
+        active = target.active_scope if within_any(target.active_scope, scopes) else scopes[0]
     perms_l, scopes_l, active = pm.validate_principal_fields(perms, tier, scopes, active)
+    was_disabled = conn.execute(
+        "SELECT disabled FROM principals WHERE id = ?", (target.id,)
+    ).fetchone()[0]
+    disabled = bool(changes.get("disabled", was_disabled))
     conn.execute(
         "UPDATE principals SET perms = ?, tier = ?, scopes = ?, active_scope = ?, groups = ?,"
         " doc_quota = ?, disabled = ? WHERE id = ?",
@@ -181,7 +201,7 @@ def update_principal(
             active,
             json.dumps(sorted(set(groups))),
             quota,
-            int(bool(changes.get("disabled", False))),
+            int(disabled),
             target.id,
         ),
     )
