@@ -624,6 +624,14 @@ def build_rotate_key(key_id: str, overlap_s: int) -> Req:
     return Req("POST", f"/v1/admin/keys/{_seg(key_id)}/rotate", json={"overlap_s": overlap_s})
 
 
+def build_get_job(job_id: str) -> Req:
+    return Req("GET", f"/v1/jobs/{_seg(job_id)}")
+
+
+def _key_path(key: str) -> str:
+    return "/v1/objects/" + quote(key, safe="/")
+
+
 def build_audit_verify() -> Req:
     return Req("GET", "/v1/audit/verify")
 
@@ -735,6 +743,43 @@ class Client(_Base):
 
     def get_unit(self, unit_id: str) -> UnitRecord:
         return UnitRecord.from_json(self._call(build_get_unit(unit_id)))
+
+    def put_object(
+        self,
+        key: str,
+        data: bytes | Iterator[bytes],
+        content_type: str = "application/octet-stream",
+        *,
+        scope: str | None = None,
+        acl_groups: Sequence[str] | None = None,
+        if_match: str | None = None,
+    ) -> Json:
+        """Store bytes under ``key`` (it must start with the target scope + '/')."""
+        headers = {"Content-Type": content_type, **(_scope(scope) or {})}
+        if if_match is not None:
+            headers["If-Match"] = if_match
+        params = None if acl_groups is None else {"acl_groups": ",".join(acl_groups)}
+        resp = self._http.put(_key_path(key), content=data, headers=headers, params=params)
+        return dict(_decode(resp))
+
+    def object_etag(self, key: str) -> str | None:
+        """The stored object's ETag (its sha256, quoted), or None when there is none."""
+        resp = self._http.get(_key_path(key), headers={"Range": "bytes=0-0"})
+        if resp.status_code == 404:
+            return None
+        if resp.status_code >= 400 and resp.status_code != 416:
+            raise error_from_response(resp)
+        return resp.headers.get("ETag")
+
+    def get_object(self, key: str, range_: str | None = None) -> bytes:
+        headers = {"Range": range_} if range_ else None
+        resp = self._http.get(_key_path(key), headers=headers)
+        if resp.status_code >= 400:
+            raise error_from_response(resp)
+        return resp.content
+
+    def get_job(self, job_id: str) -> Json:
+        return dict(self._call(build_get_job(job_id)))
 
     def delete_unit(self, unit_id: str) -> Json:
         """``{"deleted", "unit_ids"}``: every chunk of the submitted Unit goes."""
@@ -900,6 +945,33 @@ class AsyncClient(_Base):
 
     async def get_unit(self, unit_id: str) -> UnitRecord:
         return UnitRecord.from_json(await self._call(build_get_unit(unit_id)))
+
+    async def put_object(
+        self,
+        key: str,
+        data: bytes,
+        content_type: str = "application/octet-stream",
+        *,
+        scope: str | None = None,
+        acl_groups: Sequence[str] | None = None,
+        if_match: str | None = None,
+    ) -> Json:
+        headers = {"Content-Type": content_type, **(_scope(scope) or {})}
+        if if_match is not None:
+            headers["If-Match"] = if_match
+        params = None if acl_groups is None else {"acl_groups": ",".join(acl_groups)}
+        resp = await self._http.put(_key_path(key), content=data, headers=headers, params=params)
+        return dict(_decode(resp))
+
+    async def get_object(self, key: str, range_: str | None = None) -> bytes:
+        headers = {"Range": range_} if range_ else None
+        resp = await self._http.get(_key_path(key), headers=headers)
+        if resp.status_code >= 400:
+            raise error_from_response(resp)
+        return resp.content
+
+    async def get_job(self, job_id: str) -> Json:
+        return dict(await self._call(build_get_job(job_id)))
 
     async def delete_unit(self, unit_id: str) -> Json:
         return dict(await self._call(build_delete_unit(unit_id)))

@@ -89,6 +89,7 @@ class Thresholds:
     coverage_min: float = COVERAGE_MIN
     sim_strong: float = SIM_STRONG
     coverage_strong: float = COVERAGE_STRONG
+    clause_coverage_min: float = CLAUSE_COVERAGE_MIN
     wrong_citation_margin: float = WRONG_CITATION_MARGIN
     sim_confident: float = SIM_CONFIDENT
 
@@ -428,9 +429,10 @@ def _parse_number(tok: str, low: str, lows: list[str], i: int) -> tuple[Number, 
     if dim is None:
         dim, factor, label, m2, used = _unit_after(lows, i + 1)
         mult *= m2
+        label = " ".join(lows[i + 1 : i + 1 + used]) if used else label
     cur = _CURRENCY.get(lows[i - 1]) if i else None
     if cur:
-        dim, factor, label = cur, 1.0, lows[i - 1]
+        dim, factor, label = cur, 1.0, f"{lows[i - 1]} {label}".strip()
     approx = any(w in _APPROX for w in lows[max(0, i - 2) : i])
     return Number(tok, value, mult, factor, dim, label, decimals, approx), used
 
@@ -691,17 +693,43 @@ def guard_failures(claim: Features, ev: Evidence) -> list[str]:
         if _norm_word(i) not in ev.cited.vocab
     ]
     out += [f"rate per {r} not in cited passage" for r in sorted(claim.rates - ev.cited.rates)]
-    out += _polarity_failures(claim, ev)
+    return out + _polarity_failures(claim, ev)
+
+
+def clause_coverage(claim: Features, evidence: Features) -> tuple[float, str]:
+    """The lowest coverage over the claim's clauses with >= CLAUSE_MIN_STEMS stems (1.0 when
+    none has), and that clause's missing stems."""
+    worst, missing = 1.0, ""
     for clause in claim.clauses:
         if len(clause) >= CLAUSE_MIN_STEMS:
-            share = len(clause & ev.cited.stems) / len(clause)
-            if share < CLAUSE_COVERAGE_MIN:
-                missing = " ".join(sorted(clause - ev.cited.stems))
-                out.append(f"clause coverage {share:.2f} (missing {missing})")
-    return out
+            share = len(clause & evidence.stems) / len(clause)
+            if share < worst:
+                worst, missing = share, " ".join(sorted(clause - evidence.stems))
+    return worst, missing
 
 
 # -- checkers ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Measure:
+    """Threshold-free measurements of a claim against one set of passages."""
+
+    sim: float  # best cosine over 1-2 sentence windows
+    coverage: float  # share of the claim's content stems in the passages
+    clause_coverage: float  # the worst clause's share
+    missing: str  # stems of the worst clause that are missing
+    guards: tuple[str, ...]  # failed lexical guards
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What ``check`` decides from: the cited passages' measure and the others' (``others`` is
+    empty when they were not needed), or an ``early`` reason that needs no measure at all."""
+
+    cited: Measure | None
+    others: tuple[Measure, ...] = ()
+    early: str = ""
+
+
 @dataclass
 class _Passage:
     sentences: list[Features]
@@ -710,15 +738,9 @@ class _Passage:
     joined: Features  # all (non-instruction) sentences together
 
 
-@dataclass
-class _Verdict:
-    sim: float
-    coverage: float
-    failures: list[str]
-
-
 class LexicalDenseChecker:
-    """The offline default. Thread-safe; sentence embeddings are cached (LRU by text)."""
+    """The offline default. Thread-safe; sentence embeddings are cached (LRU by text), so the
+    passages of one answer are embedded once for all its sentences."""
 
     def __init__(
         self, embedder: Any, *, thresholds: Thresholds | None = None, cache_size: int = 4096
@@ -729,32 +751,55 @@ class LexicalDenseChecker:
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
-    # -- embeddings ------------------------------------------------------------------------
+    def check(self, sentence: str, cited: Sequence[str], others: Sequence[str] = ()) -> Support:
+        return self.decide(self.measure(sentence, cited, others))
+
+    # -- measuring -------------------------------------------------------------------------
+    def measure(
+        self, sentence: str, cited: Sequence[str], others: Sequence[str] = (), *, lazy: bool = True
+    ) -> Measurement:
+        """Measure the claim against the cited passages and, unless ``lazy`` finds the cited
+        support confident (no failed guard, similarity >= sim_confident), the others."""
+        claim = analyse(strip_markers(sentence))
+        if not claim.text:
+            return Measurement(None, early="empty sentence")
+        if claim.instruction:
+            return Measurement(None, early="sentence contains instruction-like text")
+        if not cited:
+            return Measurement(None, early="no cited passage")
+        q = self._vectors([claim.text])[0]
+        mine = self._measure(claim, q, self._passages(claim, cited))
+        if not others or (lazy and not mine.guards and mine.sim >= self.t.sim_confident):
+            return Measurement(mine)
+        theirs = tuple(self._measure(claim, q, [p]) for p in self._passages(claim, others))
+        return Measurement(mine, theirs)
+
     def _vectors(self, texts: Sequence[str]) -> np.ndarray:
         """Unit rows for ``texts``, embedding only the uncached ones, in one batch."""
         with self._lock:
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
-        if missing:
-            fresh = np.asarray(self.embedder.embed(missing), dtype=np.float32)
-            with self._lock:
+        fresh = np.asarray(self.embedder.embed(missing), dtype=np.float32) if missing else None
+        with self._lock:
+            if fresh is not None:
                 for text, vec in zip(missing, fresh, strict=True):
                     self._cache[text] = vec
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        with self._lock:
+            for t in texts:
+                if t in self._cache:
+                    self._cache.move_to_end(t)
             rows = [self._cache.get(t) for t in texts]
-        dim = next((r.shape[0] for r in rows if r is not None), 0)
-        if any(r is None for r in rows):  # evicted meanwhile by another thread: embed again
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        if any(r is None for r in rows):  # only when texts outnumber the cache
             return np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
-        return np.stack([r for r in rows if r is not None]) if rows else np.zeros((0, dim))
+        return np.stack([r for r in rows if r is not None]) if rows else np.zeros((0, 1))
 
     def _passages(self, claim: Features, texts: Sequence[str]) -> list[_Passage]:
-        """Analyse passages, pick the sentences worth embedding, embed them in one batch."""
+        """Analyse passages (instruction-like sentences dropped), keep the sentences sharing
+        most stems with the claim, and embed them all in one batch."""
         prepared: list[tuple[list[Features], list[int]]] = []
         wanted: list[str] = []
         for text in texts:
-            sents = [analyse(s) for s in sentence_texts(text)]
-            sents = [s for s in sents if not s.instruction]
+            sents = [f for f in map(analyse, sentence_texts(text)) if not f.instruction]
             order = sorted(range(len(sents)), key=lambda i: -len(claim.stems & sents[i].stems))
             kept = sorted(order[:MAX_SENTENCES_PER_PASSAGE])
             prepared.append((sents, kept))
@@ -766,81 +811,69 @@ class LexicalDenseChecker:
             row += len(kept)
         return out
 
-    # -- scoring ---------------------------------------------------------------------------
-    def _windows(self, p: _Passage, q: np.ndarray) -> list[tuple[float, list[int]]]:
-        """(cosine, sentence indices) for single sentences and adjacent embedded pairs; a
-        pair's vector is the token-weighted mean of its sentences' (mean-pooling model)."""
-        sims = p.vectors @ q if len(p.kept) else np.zeros(0)
+    @staticmethod
+    def _windows(p: _Passage, q: np.ndarray) -> list[tuple[float, list[int]]]:
+        """(cosine, sentence indices) for single sentences and adjacent pairs; a pair's
+        vector is the token-weighted mean of its sentences' (the model mean-pools)."""
+        sims = p.vectors @ q if p.kept else np.zeros(0)
         wins = [(float(s), [i]) for s, i in zip(sims, p.kept, strict=True)]
         for a in range(len(p.kept) - 1):
             i, j = p.kept[a], p.kept[a + 1]
-            if j != i + 1:
-                continue
-            wi, wj = p.sentences[i].n_tokens, p.sentences[j].n_tokens
-            v = p.vectors[a] * wi + p.vectors[a + 1] * wj
-            v = v / max(float(np.linalg.norm(v)), 1e-12)
-            wins.append((float(v @ q), [i, j]))
+            if j == i + 1:
+                wi, wj = p.sentences[i].n_tokens, p.sentences[j].n_tokens
+                v = p.vectors[a] * wi + p.vectors[a + 1] * wj
+                wins.append((float(v @ q) / max(float(np.linalg.norm(v)), 1e-12), [i, j]))
         return wins
 
-    def _verdict(self, claim: Features, q: np.ndarray, passages: list[_Passage]) -> _Verdict:
+    def _measure(self, claim: Features, q: np.ndarray, passages: list[_Passage]) -> Measure:
         wins = [(sim, p, idx) for p in passages for sim, idx in self._windows(p, q)]
         if not wins:
-            return _Verdict(0.0, 0.0, ["cited passage has no usable text"])
+            return Measure(0.0, 0.0, 0.0, "", ("cited passage has no usable text",))
         sim, best_p, best_idx = max(wins, key=lambda w: w[0])
         _, one_p, one_idx = max((w for w in wins if len(w[2]) == 1), key=lambda w: w[0])
-        others = [p.joined for p in passages if p is not best_p]
+        rest = [p.joined for p in passages if p is not best_p]
         ev = Evidence(
             cited=merge([p.joined for p in passages]),
             window=merge([best_p.sentences[i] for i in best_idx]),
             sentence=one_p.sentences[one_idx[0]],
-            upto=merge(best_p.sentences[: best_idx[-1] + 1] + others),
+            upto=merge(best_p.sentences[: best_idx[-1] + 1] + rest),
         )
-        failures = guard_failures(claim, ev)
-        cov = coverage(claim, ev.cited)
-        t = self.t
-        if sim < t.sim_min:
-            failures.append(f"low similarity {sim:.2f}")
-        elif cov < t.coverage_min or (sim < t.sim_strong and cov < t.coverage_strong):
-            missing = ", ".join(sorted(claim.stems - ev.cited.stems)[:4])
-            failures.append(f"low coverage {cov:.2f} (missing {missing})")
-        return _Verdict(sim, cov, failures)
+        worst, missing = clause_coverage(claim, ev.cited)
+        guards = tuple(guard_failures(claim, ev))
+        return Measure(sim, coverage(claim, ev.cited), worst, missing, guards)
 
-    def check(self, sentence: str, cited: Sequence[str], others: Sequence[str] = ()) -> Support:
-        claim = analyse(strip_markers(sentence))
-        if not claim.text:
-            return Support(False, 0.0, ("empty sentence",))
-        if claim.instruction:
-            return Support(False, 0.0, ("sentence contains instruction-like text",))
-        if not cited:
-            return Support(False, 0.0, ("no cited passage",))
-        q = self._vectors([claim.text])[0]
-        mine = self._verdict(claim, q, self._passages(claim, cited))
-        failures = list(mine.failures)
-        if others and (failures or mine.sim < self.t.sim_confident):
-            better = self._better_other(claim, q, others, mine)
-            if better is not None:
-                k, v = better
-                note = (
-                    f"better supported by others[{k}] ({v.sim:.2f}) "
+    # -- deciding --------------------------------------------------------------------------
+    def failures(self, m: Measure) -> list[str]:
+        """The guards plus the thresholded similarity and coverage checks."""
+        t, out = self.t, list(m.guards)
+        if m.sim < t.sim_min:
+            out.append(f"low similarity {m.sim:.2f}")
+        elif m.coverage < t.coverage_min or (
+            m.sim < t.sim_strong and m.coverage < t.coverage_strong
+        ):
+            out.append(f"low coverage {m.coverage:.2f}")
+        if m.clause_coverage < t.clause_coverage_min:
+            out.append(f"clause coverage {m.clause_coverage:.2f} (missing {m.missing})")
+        return out
+
+    def decide(self, m: Measurement) -> Support:
+        if m.cited is None:
+            return Support(False, 0.0, (m.early,))
+        mine = m.cited
+        failures = self.failures(mine)
+        passing = [
+            (k, o) for k, o in enumerate(m.others) if o.sim > mine.sim and not self.failures(o)
+        ]
+        if passing:
+            k, best = max(passing, key=lambda ko: ko[1].sim)
+            if failures or best.sim - mine.sim >= self.t.wrong_citation_margin:
+                failures.append(
+                    f"better supported by others[{k}] ({best.sim:.2f}) "
                     f"than by the cited passage ({mine.sim:.2f})"
                 )
-                if failures or v.sim - mine.sim >= self.t.wrong_citation_margin:
-                    failures.append(note)
         blend = max(0.0, min(1.0, 0.6 * mine.sim + 0.4 * mine.coverage))
         score = 0.5 + 0.5 * blend if not failures else 0.499 * blend
         return Support(not failures, round(score, 4), tuple(failures))
-
-    def _better_other(
-        self, claim: Features, q: np.ndarray, others: Sequence[str], mine: _Verdict
-    ) -> tuple[int, _Verdict] | None:
-        best: tuple[int, _Verdict] | None = None
-        for k, passage in enumerate(self._passages(claim, others)):
-            v = self._verdict(claim, q, [passage])
-            if v.failures or v.sim <= mine.sim:
-                continue
-            if best is None or v.sim > best[1].sim:
-                best = (k, v)
-        return best
 
 
 class HttpNliChecker:

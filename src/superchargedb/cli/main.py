@@ -10,6 +10,7 @@ import typer
 
 from .admin import audit_app, keys_app
 from .maintenance import register as register_maintenance
+from .remote import register as register_remote
 
 app = typer.Typer(
     help="SuperChargeDB: multimodal retrieval with cited answers.", no_args_is_help=True
@@ -17,6 +18,7 @@ app = typer.Typer(
 app.add_typer(keys_app, name="keys")
 app.add_typer(audit_app, name="audit")
 register_maintenance(app)
+register_remote(app)
 
 
 def _is_loopback(host: str) -> bool:

@@ -1,0 +1,230 @@
+"""Media derivation benchmark: speech recognition (WER, real-time factor) and page OCR (CER,
+word-box recall, pages/s), both through ``superchargedb.ingest.derive.derive``.
+
+- ``/work/shared/eval/speech-pocketsphinx``: 11 WAVs (37 s) with reference transcripts. Each is
+  derived as audio (utterance Units); the hypothesis is the Units' text in time order. WER is
+  word-level Levenshtein over all files (case and punctuation removed, hyphens split, integers
+  below 1000 spelled out, since Whisper writes "10" for "ten"). RTF is wall time / audio time,
+  end to end (a fresh worker loads the model for each file) and for the Whisper call alone.
+- ``/work/shared/eval/ocr-rendered-pdf``: 20 born-digital pages rendered at 150 dpi, with the
+  PDF text layer as ground truth (``gt/*.txt``, ``gt/*.words.tsv`` boxes in pixels). Each page
+  is derived as a scan; CER is character Levenshtein between whitespace-collapsed texts (reading
+  order counts), word-box recall is the share of ground-truth words with an OCR word box at
+  IoU >= 0.5 (and the same text, for the stricter figure).
+
+    .venv/bin/python bench/ingest_media.py [--out bench/results] [--limit N] [--asr-model base]
+
+Writes ``<out>/ingest_media.json`` and ``<out>/ingest_media.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import re
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from superchargedb.ingest.derive import DeriveOptions, MediaLimits, derive
+from superchargedb.ingest.derive_av import transcribe
+
+SPEECH = Path("/work/shared/eval/speech-pocketsphinx")
+OCR = Path("/work/shared/eval/ocr-rendered-pdf")
+ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+ONES += "fifteen sixteen seventeen eighteen nineteen"
+TENS = ["_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+
+
+def spell(n: int) -> str:
+    ones = ONES.split()
+    if n < 20:
+        return ones[n]
+    if n < 100:
+        return TENS[n // 10] + ("" if n % 10 == 0 else " " + ones[n % 10])
+    rest = n % 100
+    return ones[n // 100] + " hundred" + ("" if rest == 0 else " " + spell(rest))
+
+
+def normalize_words(text: str) -> list[str]:
+    text = re.sub(r"[-_/]", " ", text.lower())
+    text = re.sub(r"[^\w\s']", "", text).replace("'", "")
+    text = re.sub(r"\b\d{1,3}\b", lambda m: spell(int(m.group())), text)
+    return text.split()
+
+
+def levenshtein(ref: list[Any] | str, hyp: list[Any] | str) -> int:
+    """Edit distance, one numpy row at a time (insertions by a running minimum)."""
+    if not ref or not hyp:
+        return max(len(ref), len(hyp))
+    vocab: dict[Any, int] = {}
+    r = np.array([vocab.setdefault(x, len(vocab)) for x in ref])
+    h = np.array([vocab.setdefault(x, len(vocab)) for x in hyp])
+    idx = np.arange(len(h) + 1)
+    row = idx.copy()
+    for i in range(1, len(r) + 1):
+        cand = np.empty_like(row)
+        cand[0] = i
+        cand[1:] = np.minimum(row[:-1] + (h != r[i - 1]), row[1:] + 1)
+        row = np.minimum.accumulate(cand - idx) + idx
+    return int(row[-1])
+
+
+def bench_speech(opts: DeriveOptions, limit: int | None) -> dict[str, Any]:
+    rows = list(csv.DictReader((SPEECH / "transcripts.tsv").open(), delimiter="\t"))[:limit]
+    edits = ref_words = 0
+    audio_s = wall_s = asr_s = 0.0
+    files = []
+    for row in rows:
+        wav = SPEECH / row["audio"]
+        t0 = time.perf_counter()
+        units = derive(wav, "audio/wav", "utterance", options=opts)
+        wall = time.perf_counter() - t0
+        hyp = " ".join(u.text for u in sorted(units, key=lambda u: u.locator.t_start_ms or 0))
+        engine = transcribe(wav, limits=MediaLimits(), options=opts)  # the Whisper call alone
+        ref_w, hyp_w = normalize_words(row["text"]), normalize_words(hyp)
+        e = levenshtein(ref_w, hyp_w)
+        edits, ref_words = edits + e, ref_words + len(ref_w)
+        dur = float(row["duration_s"])
+        audio_s, wall_s, asr_s = audio_s + dur, wall_s + wall, asr_s + engine["transcribe_s"]
+        files.append(
+            {
+                "id": row["id"],
+                "ref": row["text"],
+                "hyp": hyp,
+                "errors": e,
+                "words": len(ref_w),
+                "wall_s": round(wall, 3),
+            }
+        )
+        print(f"  {row['id'][:40]:40s} {e:2d}/{len(ref_w):2d}  {hyp!r}")
+    return {
+        "files": len(rows),
+        "audio_s": round(audio_s, 2),
+        "ref_words": ref_words,
+        "wer": round(edits / max(1, ref_words), 4),
+        "rtf_end_to_end": round(wall_s / audio_s, 3),
+        "rtf_whisper_only": round(asr_s / audio_s, 3),
+        "per_file": files,
+    }
+
+
+def read_gt_words(path: Path) -> tuple[list[str], np.ndarray]:
+    lines = [ln.split("\t") for ln in path.read_text().splitlines()[2:] if ln.strip()]
+    return [c[0] for c in lines], np.array([[float(v) for v in c[1:5]] for c in lines])
+
+
+def box_recall(
+    gt: np.ndarray, gt_text: list[str], ocr: np.ndarray, ocr_text: list[str]
+) -> tuple[int, int]:
+    """GT words with an OCR box at IoU >= 0.5 (any text, same text)."""
+    if not len(gt) or not len(ocr):
+        return 0, 0
+    ix = np.clip(
+        np.minimum(gt[:, None, 2], ocr[None, :, 2]) - np.maximum(gt[:, None, 0], ocr[None, :, 0]),
+        0,
+        None,
+    )
+    iy = np.clip(
+        np.minimum(gt[:, None, 3], ocr[None, :, 3]) - np.maximum(gt[:, None, 1], ocr[None, :, 1]),
+        0,
+        None,
+    )
+    inter = ix * iy
+    area = lambda b: (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])  # noqa: E731
+    iou = inter / (area(gt)[:, None] + area(ocr)[None, :] - inter + 1e-9)
+    hit = iou >= 0.5
+    same = np.array([[a == b for b in ocr_text] for a in gt_text])
+    return int(hit.any(axis=1).sum()), int((hit & same).any(axis=1).sum())
+
+
+def bench_ocr(opts: DeriveOptions, limit: int | None) -> dict[str, Any]:
+    pages = sorted((OCR / "pages").glob("*.png"))[:limit]
+    char_edits = chars = words = hits = hits_text = 0
+    wall = 0.0
+    per_page = []
+    for png in pages:
+        stem = png.stem
+        t0 = time.perf_counter()
+        units = derive(png, "image/png", "scan", options=opts)
+        wall += time.perf_counter() - t0
+        hyp = " ".join(" ".join(u.text.split()) for u in units)
+        ref = " ".join((OCR / "gt" / f"{stem}.txt").read_text().split())
+        e = levenshtein(ref, hyp)
+        gt_text, gt_boxes = read_gt_words(OCR / "gt" / f"{stem}.words.tsv")
+        ocr_w = [w for u in units for w in u.meta["words"]]
+        ocr_boxes = np.array([w[1:5] for w in ocr_w], dtype=float).reshape(-1, 4)
+        h, ht = box_recall(gt_boxes, gt_text, ocr_boxes, [w[0] for w in ocr_w])
+        char_edits, chars = char_edits + e, chars + len(ref)
+        words, hits, hits_text = words + len(gt_text), hits + h, hits_text + ht
+        per_page.append(
+            {
+                "page": stem,
+                "cer": round(e / max(1, len(ref)), 4),
+                "box_recall": round(h / max(1, len(gt_text)), 4),
+            }
+        )
+        print(
+            f"  {stem:40s} CER {e / max(1, len(ref)):.4f}  box recall "
+            f"{h / max(1, len(gt_text)):.3f}  ({len(units)} paragraphs)"
+        )
+    return {
+        "pages": len(pages),
+        "gt_words": words,
+        "cer": round(char_edits / max(1, chars), 4),
+        "word_box_recall_iou50": round(hits / max(1, words), 4),
+        "word_box_recall_iou50_same_text": round(hits_text / max(1, words), 4),
+        "pages_per_s": round(len(pages) / wall, 3),
+        "per_page": per_page,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    ap.add_argument("--limit", type=int, default=None, help="files/pages per suite")
+    ap.add_argument("--asr-model", default="tiny.en")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    opts = DeriveOptions(asr_model=args.asr_model, threads=args.threads)
+    print(f"speech ({SPEECH.name}, Whisper {args.asr_model}, {args.threads} thread(s)):")
+    speech = bench_speech(opts, args.limit)
+    print(f"OCR ({OCR.name}, Tesseract, {args.threads} thread(s)):")
+    ocr = bench_ocr(opts, args.limit)
+    result = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "threads": args.threads,
+        "asr_model": args.asr_model,
+        "speech": speech,
+        "ocr": ocr,
+    }
+    rows = [
+        ("speech WER", f"{speech['wer']:.3f}", "<= 0.12 (tiny.en)"),
+        ("speech RTF, end to end", f"{speech['rtf_end_to_end']:.3f}", "model load per file"),
+        ("speech RTF, Whisper only", f"{speech['rtf_whisper_only']:.3f}", ""),
+        ("OCR CER", f"{ocr['cer']:.4f}", "<= 0.03"),
+        ("OCR word-box recall (IoU>=0.5)", f"{ocr['word_box_recall_iou50']:.3f}", ""),
+        ("... and same text", f"{ocr['word_box_recall_iou50_same_text']:.3f}", ""),
+        ("OCR pages/s", f"{ocr['pages_per_s']:.2f}", "150-dpi pages"),
+    ]
+    table = "| metric | value | note |\n|---|---|---|\n"
+    table += "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
+    print("\n" + table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "ingest_media.json").write_text(json.dumps(result, indent=2) + "\n")
+    md = f"# Media derivation benchmark\n\n{result['when']}, {os.cpu_count()} CPUs, "
+    md += f"{args.threads} engine thread(s), Whisper {args.asr_model}, "
+    md += f"{speech['files']} speech files ({speech['audio_s']} s), {ocr['pages']} OCR pages.\n\n"
+    md += table + "\n\nCommand: `.venv/bin/python bench/ingest_media.py`\n"
+    (args.out / "ingest_media.md").write_text(md)
+
+
+if __name__ == "__main__":
+    main()
