@@ -662,9 +662,15 @@ def latency(records: Sequence[Record]) -> dict[str, Any]:
         ("in_scope", [r for r in records if r.kind == "in"]),
         ("out_of_scope", [r for r in records if r.kind == "oos"]),
     ):
+        stages: dict[str, list[float]] = {}
+        for r in sel:
+            for st in r.response["trace"].get("stages", []):
+                if not st.get("skipped"):
+                    stages.setdefault(st["stage"], []).append(float(st["ms"]))
         out[name] = {
             "server_total_ms": _pct([float(r.response["trace"]["total_ms"]) for r in sel]),
             "client_wall_ms": _pct([r.wall_ms for r in sel]),
+            "stages_ms": {k: _pct(v) for k, v in stages.items()},
         }
     return out
 
@@ -937,12 +943,21 @@ def markdown(report: dict[str, Any]) -> str:
         if s is None:
             continue
         lines.append(f"| {name} | {s['p50']} / {s['p95']} | {c['p50']} / {c['p95']} | {s['n']} |")
+    names = list(dict.fromkeys(k for v in lat.values() for k in v["stages_ms"]))
+    if names:
+        lines += ["", "Per-stage server latency (p50 / p95 ms):", ""]
+        lines += ["| requests | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+        for name, v in lat.items():
+            st = v["stages_ms"]
+            cells = [f"{st[n]['p50']} / {st[n]['p95']}" if st.get(n) else "—" for n in names]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     sig = report["signals"]
     lines += [
         "",
         "## Signals of the best sentence (both halves, as returned by the server)",
         "",
-        "| requests | best_cos p5 / p25 / p50 / p75 / p95 | best_coverage p5 / p25 / p50 / p75 / p95 |",
+        "| requests | best_cos p5 / p25 / p50 / p75 / p95"
+        " | best_coverage p5 / p25 / p50 / p75 / p95 |",
         "|---|---|---|",
     ]
     for kind, v in sig.items():

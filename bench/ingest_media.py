@@ -8,9 +8,12 @@ word-box recall, pages/s), both through ``superchargedb.ingest.derive.derive``.
   end to end (a fresh worker loads the model for each file) and for the Whisper call alone.
 - ``/work/shared/eval/ocr-rendered-pdf``: 20 born-digital pages rendered at 150 dpi, with the
   PDF text layer as ground truth (``gt/*.txt``, ``gt/*.words.tsv`` boxes in pixels). Each page
-  is derived as a scan; CER is character Levenshtein between whitespace-collapsed texts (reading
-  order counts), word-box recall is the share of ground-truth words with an OCR word box at
-  IoU >= 0.5 (and the same text, for the stricter figure).
+  is derived as a scan. Scored over ground-truth words holding a letter or digit (the text layer
+  has one word per leader dot): CER aligns each word with its best-overlapping OCR word (IoU >=
+  0.3; unmatched words count every character as an error); word-box recall is the share with an
+  OCR box at IoU >= 0.5 (and the same text, for the stricter figure). The whole-page CER in
+  reading order is reported too: it also charges text the OCR reads inside screenshots (absent
+  from the text layer) and the two tools' different reading orders of tables and figures.
 
     .venv/bin/python bench/ingest_media.py [--out bench/results] [--limit N] [--asr-model base]
 
@@ -32,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from superchargedb.ingest.derive import DeriveOptions, MediaLimits, derive
+from superchargedb.ingest.derive import DerivationError, DeriveOptions, MediaLimits, derive
 from superchargedb.ingest.derive_av import transcribe
 
 SPEECH = Path("/work/shared/eval/speech-pocketsphinx")
@@ -54,7 +57,7 @@ def spell(n: int) -> str:
 
 def normalize_words(text: str) -> list[str]:
     text = re.sub(r"[-_/]", " ", text.lower())
-    text = re.sub(r"[^\w\s']", "", text).replace("'", "")
+    text = re.sub(r"[^\w\s']", " ", text).replace("'", "")
     text = re.sub(r"\b\d{1,3}\b", lambda m: spell(int(m.group())), text)
     return text.split()
 
@@ -120,66 +123,84 @@ def read_gt_words(path: Path) -> tuple[list[str], np.ndarray]:
     return [c[0] for c in lines], np.array([[float(v) for v in c[1:5]] for c in lines])
 
 
-def box_recall(
-    gt: np.ndarray, gt_text: list[str], ocr: np.ndarray, ocr_text: list[str]
-) -> tuple[int, int]:
-    """GT words with an OCR box at IoU >= 0.5 (any text, same text)."""
-    if not len(gt) or not len(ocr):
-        return 0, 0
-    ix = np.clip(
-        np.minimum(gt[:, None, 2], ocr[None, :, 2]) - np.maximum(gt[:, None, 0], ocr[None, :, 0]),
-        0,
-        None,
-    )
-    iy = np.clip(
-        np.minimum(gt[:, None, 3], ocr[None, :, 3]) - np.maximum(gt[:, None, 1], ocr[None, :, 1]),
-        0,
-        None,
-    )
-    inter = ix * iy
-    area = lambda b: (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])  # noqa: E731
-    iou = inter / (area(gt)[:, None] + area(ocr)[None, :] - inter + 1e-9)
-    hit = iou >= 0.5
-    same = np.array([[a == b for b in ocr_text] for a in gt_text])
-    return int(hit.any(axis=1).sum()), int((hit & same).any(axis=1).sum())
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    ix = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+    iy = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+    inter = np.clip(ix, 0, None) * np.clip(iy, 0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    return inter / (area_a[:, None] + area_b[None, :] - inter + 1e-9)
+
+
+def score_page(
+    gt_text: list[str], gt: np.ndarray, ocr_text: list[str], ocr: np.ndarray
+) -> dict[str, int]:
+    """Over ground-truth words with a letter or digit (dot leaders are one GT word per dot):
+    box hits (IoU >= 0.5), box hits with the same text, and box-aligned character errors
+    (each GT word against its best-overlapping OCR word, IoU >= 0.3; unmatched = all wrong)."""
+    keep = [i for i, t in enumerate(gt_text) if re.search(r"\w", t)]
+    texts, gt = [gt_text[i] for i in keep], gt[keep]
+    out = {"words": len(texts), "chars": sum(len(t) for t in texts), "hits": 0, "same": 0}
+    out["char_errors"] = out["chars"]
+    if not len(texts) or not len(ocr):
+        return out
+    iou = iou_matrix(gt, ocr)
+    best = iou.argmax(axis=1)
+    errors = 0
+    for i, t in enumerate(texts):
+        j = int(best[i])
+        if iou[i, j] >= 0.5:
+            out["hits"] += 1
+            out["same"] += int(ocr_text[j] == t)
+        errors += levenshtein(t, ocr_text[j]) if iou[i, j] >= 0.3 else len(t)
+    out["char_errors"] = errors
+    return out
 
 
 def bench_ocr(opts: DeriveOptions, limit: int | None) -> dict[str, Any]:
     pages = sorted((OCR / "pages").glob("*.png"))[:limit]
-    char_edits = chars = words = hits = hits_text = 0
+    tot = {"words": 0, "chars": 0, "hits": 0, "same": 0, "char_errors": 0}
+    raw_edits = raw_chars = 0
     wall = 0.0
     per_page = []
     for png in pages:
         stem = png.stem
         t0 = time.perf_counter()
-        units = derive(png, "image/png", "scan", options=opts)
+        try:
+            units = derive(png, "image/png", "scan", options=opts)
+        except DerivationError:  # a page without any text
+            units = []
         wall += time.perf_counter() - t0
         hyp = " ".join(" ".join(u.text.split()) for u in units)
         ref = " ".join((OCR / "gt" / f"{stem}.txt").read_text().split())
         e = levenshtein(ref, hyp)
+        raw_edits, raw_chars = raw_edits + e, raw_chars + len(ref)
         gt_text, gt_boxes = read_gt_words(OCR / "gt" / f"{stem}.words.tsv")
         ocr_w = [w for u in units for w in u.meta["words"]]
         ocr_boxes = np.array([w[1:5] for w in ocr_w], dtype=float).reshape(-1, 4)
-        h, ht = box_recall(gt_boxes, gt_text, ocr_boxes, [w[0] for w in ocr_w])
-        char_edits, chars = char_edits + e, chars + len(ref)
-        words, hits, hits_text = words + len(gt_text), hits + h, hits_text + ht
-        per_page.append(
-            {
-                "page": stem,
-                "cer": round(e / max(1, len(ref)), 4),
-                "box_recall": round(h / max(1, len(gt_text)), 4),
-            }
-        )
+        sc = score_page(gt_text, gt_boxes.reshape(-1, 4), [w[0] for w in ocr_w], ocr_boxes)
+        for k in tot:
+            tot[k] += sc[k]
+        row = {
+            "page": stem,
+            "cer_box_aligned": round(sc["char_errors"] / max(1, sc["chars"]), 4),
+            "cer_reading_order": round(e / max(1, len(ref)), 4),
+            "word_box_recall": round(sc["hits"] / max(1, sc["words"]), 4),
+            "paragraphs": len(units),
+        }
+        per_page.append(row)
         print(
-            f"  {stem:40s} CER {e / max(1, len(ref)):.4f}  box recall "
-            f"{h / max(1, len(gt_text)):.3f}  ({len(units)} paragraphs)"
+            f"  {stem:28s} CER {row['cer_box_aligned']:.4f} (reading order "
+            f"{row['cer_reading_order']:.3f})  box recall {row['word_box_recall']:.3f}"
+            f"  {len(units)} paragraphs"
         )
     return {
         "pages": len(pages),
-        "gt_words": words,
-        "cer": round(char_edits / max(1, chars), 4),
-        "word_box_recall_iou50": round(hits / max(1, words), 4),
-        "word_box_recall_iou50_same_text": round(hits_text / max(1, words), 4),
+        "gt_words": tot["words"],
+        "cer": round(tot["char_errors"] / max(1, tot["chars"]), 4),
+        "cer_reading_order": round(raw_edits / max(1, raw_chars), 4),
+        "word_box_recall_iou50": round(tot["hits"] / max(1, tot["words"]), 4),
+        "word_box_recall_iou50_same_text": round(tot["same"] / max(1, tot["words"]), 4),
         "pages_per_s": round(len(pages) / wall, 3),
         "per_page": per_page,
     }
@@ -209,7 +230,8 @@ def main() -> None:
         ("speech WER", f"{speech['wer']:.3f}", "<= 0.12 (tiny.en)"),
         ("speech RTF, end to end", f"{speech['rtf_end_to_end']:.3f}", "model load per file"),
         ("speech RTF, Whisper only", f"{speech['rtf_whisper_only']:.3f}", ""),
-        ("OCR CER", f"{ocr['cer']:.4f}", "<= 0.03"),
+        ("OCR CER (box-aligned to GT words)", f"{ocr['cer']:.4f}", "<= 0.03"),
+        ("OCR CER (reading order, whole page)", f"{ocr['cer_reading_order']:.4f}", "see note"),
         ("OCR word-box recall (IoU>=0.5)", f"{ocr['word_box_recall_iou50']:.3f}", ""),
         ("... and same text", f"{ocr['word_box_recall_iou50_same_text']:.3f}", ""),
         ("OCR pages/s", f"{ocr['pages_per_s']:.2f}", "150-dpi pages"),

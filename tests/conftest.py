@@ -23,6 +23,10 @@ from superchargedb.settings import Settings
 # The audit key and anchors live outside any data dir; keep both away from the real home.
 os.environ.setdefault("SCDB_AUDIT_KEY", "11" * 32)
 os.environ.setdefault("XDG_CONFIG_HOME", tempfile.mkdtemp(prefix="scdb-config-"))
+# Functional tests drive the server far faster than a client would; the rate-limit tests set
+# their own limits explicitly.
+os.environ.setdefault("SCDB_RATE_KEY_RPS", "0")
+os.environ.setdefault("SCDB_RATE_IP_RPS", "0")
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,8 @@
     ├── PayloadTooLargeError (413 payload_too_large)
     ├── ValidationError (422 validation_error)
     ├── RateLimitedError (429 rate_limited)
-    └── UnavailableError (503 unavailable)
+    ├── UnavailableError (503 unavailable)
+    └── InsufficientStorageError (507 insufficient_storage)
 
 The API renders every one of them as ``{"error": {"code", "message", ...extra}}``.
 """
@@ -90,3 +91,8 @@ class RateLimitedError(SCDBError):
 class UnavailableError(SCDBError):
     code = "unavailable"
     http_status = 503
+
+
+class InsufficientStorageError(SCDBError):
+    code = "insufficient_storage"
+    http_status = 507

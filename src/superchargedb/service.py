@@ -36,6 +36,7 @@ from .metering import Meter
 from .metrics import Metrics
 from .models.embedder import Embedder, make_embedder
 from .objects_service import ObjectsMixin
+from .ratelimit import MemoryLimiter
 from .schemas import AegisQuery
 from .search.cache import ResultCache, cache_key
 from .search.hybrid import Searcher
@@ -87,6 +88,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
             self.lock.release()
             raise
         self.cache = ResultCache(settings.cache_max_bytes)
+        self.limiter = MemoryLimiter()
         self.ingestor = Ingestor(self)
         self.searcher = Searcher(self)
         self.versions = f"{self.embedder.model_id};rrf{settings.rrf_k};d{settings.leg_depth}"

@@ -74,6 +74,15 @@ class Settings(BaseSettings):
     answer_cos_min: float | None = None
     answer_coverage_min: float | None = None
 
+    # Rate limits (0 disables a limit). Per key, then per client address before any key lookup;
+    # failed authentications drain a small per-address bucket (brute force).
+    rate_key_rps: float = 50.0
+    rate_key_burst: float = 100.0
+    rate_ip_rps: float = 200.0
+    rate_ip_burst: float = 400.0
+    rate_auth_fail_per_min: float = 30.0
+    cors_origins: str = ""  # comma-separated allowed origins; empty = CORS off
+
     # Cache
     cache_max_bytes: int = 64 * 1024 * 1024
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,7 +18,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
-from ..errors import SCDBError
+from ..errors import AuthError, InsufficientStorageError, SCDBError
+from ..ratelimit import limited
 from ..schemas import AegisQuery, IngestRequest
 from ..service import Service
 from ..types import Principal
@@ -42,8 +45,18 @@ class OrjsonResponse(JSONResponse):
         return orjson.dumps(content)
 
 
+def is_disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc).lower()
+
+
 def error_response(exc: SCDBError) -> Response:
-    return OrjsonResponse({"error": exc.to_dict()}, status_code=exc.http_status)
+    headers = None
+    retry = exc.extra.get("retry_after")
+    if retry is not None:
+        headers = {"Retry-After": str(retry)}
+    return OrjsonResponse({"error": exc.to_dict()}, status_code=exc.http_status, headers=headers)
 
 
 def create_app(svc: Service) -> FastAPI:
@@ -56,6 +69,17 @@ def create_app(svc: Service) -> FastAPI:
     app.state.svc = svc
     s = svc.settings
     app.add_middleware(BodyLimitMiddleware, max_bytes=s.max_body_bytes)
+    origins = [o.strip() for o in s.cors_origins.split(",") if o.strip()]
+    if origins:  # CORS is off unless configured
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "X-Aegis-Scope", "Range", "If-Match"],
+            expose_headers=["X-Request-Id", "ETag", "Content-Range", "Retry-After"],
+        )
 
     @app.middleware("http")
     async def observe(
@@ -121,6 +145,11 @@ def create_app(svc: Service) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def _internal(_: Request, exc: Exception) -> Response:
+        if is_disk_full(exc):  # the transaction rolled back: report, do not crash
+            log.error("disk full: %s", exc)
+            return error_response(
+                InsufficientStorageError("the server is out of disk space; nothing was written")
+            )
         log.exception("unhandled error")
         return OrjsonResponse(
             {"error": {"code": "internal", "message": "internal error"}}, status_code=500
@@ -130,7 +159,27 @@ def create_app(svc: Service) -> FastAPI:
         request: Request,
         authorization: str | None = Header(default=None, include_in_schema=False),
     ) -> Principal:
-        p = await run_in_threadpool(svc.authenticate, authorization)
+        ip = request.client.host if request.client else "unknown"
+        lim = svc.limiter
+        if s.rate_ip_rps > 0:
+            wait = lim.take(f"ip:{ip}", s.rate_ip_rps, s.rate_ip_burst)
+            if wait:
+                raise limited(wait, "per client")
+        fail_rate = s.rate_auth_fail_per_min / 60
+        if fail_rate > 0:
+            wait = lim.peek(f"authfail:{ip}", fail_rate, s.rate_auth_fail_per_min)
+            if wait:  # too many bad keys from here: refuse before looking anything up
+                raise limited(wait, "failed authentications")
+        try:
+            p = await run_in_threadpool(svc.authenticate, authorization)
+        except AuthError:
+            if fail_rate > 0:
+                lim.take(f"authfail:{ip}", fail_rate, s.rate_auth_fail_per_min)
+            raise
+        if s.rate_key_rps > 0:
+            wait = lim.take(f"key:{p.id}", s.rate_key_rps, s.rate_key_burst)
+            if wait:
+                raise limited(wait, "per key")
         request.state.principal = p.name
         return p
 

@@ -16,8 +16,9 @@ _DESCRIPTIONS = {
     409: "Conflict (already exists, or the data dir is owned by another process)",
     413: "Body, batch or text over a limit",
     422: "Validation error",
-    429: "Rate limited",
+    429: "Rate limited (see Retry-After)",
     503: "Not ready",
+    507: "Out of disk space; nothing was written",
 }
 
 ERROR_SCHEMA: dict[str, Any] = {
@@ -36,7 +37,8 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 class _Responses(dict[int, dict[str, Any]]):
     def subset(self, *codes: int) -> dict[int | str, dict[str, Any]]:
-        return {c: self[c] for c in codes}
+        """The listed codes, plus what any authenticated route can answer (429, 507)."""
+        return {c: self[c] for c in (*codes, 429, 507)}
 
 
 ERROR_RESPONSES = _Responses(

@@ -1,0 +1,192 @@
+"""Support-check benchmark: catch rate and false-removal rate of the offline checker.
+
+Runs ``LexicalDenseChecker`` (MiniLM int8) over ``tests/answer_cases.py`` and reports, for the
+TUNE split, the TEST split (and its two blind rounds: cases written after the checker was
+frozen, see tests/answer_cases.py) and ALL cases, the share of adversarial sentences caught (marked
+unsupported) and the share of faithful sentences falsely removed, per kind too. DECISIONS 36
+asks for >= 90 % caught with <= 10 % false removals. Also times one check against three
+passages, cold (nothing cached) and warm (passages primed, as the answer pipeline does).
+
+``--tune`` grid-searches the thresholds on the TUNE split only and prints the best ones; the
+module constants in ``superchargedb/answer/verify.py`` were set from its output. TEST is never
+used for choosing anything.
+
+    .venv/bin/python bench/support_check.py          # writes bench/results/support_check.json
+    .venv/bin/python bench/support_check.py --tune   # also searches thresholds on TUNE
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from answer_cases import CASES, Case  # noqa: E402
+from superchargedb.answer.verify import (  # noqa: E402
+    LexicalDenseChecker,
+    Measurement,
+    Thresholds,
+    analyse,
+)
+from superchargedb.models.embedder import make_embedder  # noqa: E402
+
+GRID: dict[str, tuple[float, ...]] = {
+    "sim_min": (0.35, 0.4, 0.45, 0.5, 0.55),
+    "coverage_min": (0.3, 0.4, 0.5, 0.6),
+    "sim_strong": (0.55, 0.6, 0.65, 0.7),
+    "coverage_strong": (0.6, 0.7, 0.8),
+    "clause_coverage_min": (0.25, 0.35, 0.45, 0.55),
+    "wrong_citation_margin": (0.05, 0.1, 0.15, 0.2, 0.3),
+}
+
+
+def rates(rows: list[tuple[Case, bool]]) -> dict[str, Any]:
+    """Catch rate over adversarial cases, false-removal rate over good ones, and per kind."""
+    adv = [ok for c, ok in rows if not c.supported]
+    good = [ok for c, ok in rows if c.supported]
+    kinds: dict[str, list[bool]] = {}
+    for c, ok in rows:
+        kinds.setdefault(c.kind, []).append(ok)
+    return {
+        "adversarial": len(adv),
+        "caught": sum(not ok for ok in adv),
+        "catch_rate": round(sum(not ok for ok in adv) / max(1, len(adv)), 4),
+        "good": len(good),
+        "removed": sum(not ok for ok in good),
+        "false_removal_rate": round(sum(not ok for ok in good) / max(1, len(good)), 4),
+        "per_kind": {
+            k: {"n": len(v), "marked_supported": sum(v), "marked_unsupported": len(v) - sum(v)}
+            for k, v in sorted(kinds.items())
+        },
+    }
+
+
+def decide_all(
+    checker: LexicalDenseChecker, measured: list[tuple[Case, Measurement]]
+) -> list[tuple[Case, bool]]:
+    return [(c, checker.decide(m).supported) for c, m in measured]
+
+
+def tune(embedder: Any, measured: list[tuple[Case, Measurement]]) -> dict[str, Any]:
+    """Best thresholds on TUNE: maximise catch - 2 * false removal (a removed true sentence
+    costs the reader more than a kept false one is likely to), then prefer the combination
+    closest to the centre of the tied ones (the widest margin on every side)."""
+    tune_rows = [(c, m) for c, m in measured if c.split == "tune"]
+    keys = list(GRID)
+    scored: list[tuple[float, tuple[float, ...]]] = []
+    for combo in itertools.product(*(GRID[k] for k in keys)):
+        t = replace(Thresholds(), **dict(zip(keys, combo, strict=True)))
+        r = rates(decide_all(LexicalDenseChecker(embedder, thresholds=t), tune_rows))
+        scored.append((r["catch_rate"] - 2 * r["false_removal_rate"], combo))
+    best = max(s for s, _ in scored)
+    ties = [combo for s, combo in scored if s == best]
+    centre = [statistics.mean(c[i] for c in ties) for i in range(len(keys))]
+    spans = [max(GRID[k]) - min(GRID[k]) for k in keys]
+    chosen = min(
+        ties, key=lambda c: sum(((c[i] - centre[i]) / spans[i]) ** 2 for i in range(len(keys)))
+    )
+    return {"objective": best, "ties": len(ties), "chosen": dict(zip(keys, chosen, strict=True))}
+
+
+def timings(embedder: Any) -> dict[str, float]:
+    """One sentence against the three passages of each 3-passage context: cold (nothing
+    cached), and warm (passages primed; only the sentence is embedded)."""
+    contexts: dict[tuple[str, ...], list[Case]] = {}
+    for c in CASES:
+        if len(c.passages) == 3:
+            contexts.setdefault(c.passages, []).append(c)
+    cold: list[float] = []
+    warm: list[float] = []
+    for passages, cs in contexts.items():
+        checker = LexicalDenseChecker(embedder)
+        analyse.cache_clear()
+        t0 = time.perf_counter()
+        checker.check(cs[0].sentence, passages)
+        cold.append(time.perf_counter() - t0)
+        for c in cs[1:6]:
+            t0 = time.perf_counter()
+            checker.check(c.sentence, c.cited, c.others)
+            warm.append(time.perf_counter() - t0)
+    return {
+        "cold_ms_p50": round(1000 * statistics.median(cold), 1),
+        "warm_ms_p50": round(1000 * statistics.median(warm), 1),
+        "warm_ms_max": round(1000 * max(warm), 1),
+        "n_cold": len(cold),
+        "n_warm": len(warm),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tune", action="store_true", help="grid-search thresholds on TUNE")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    args = ap.parse_args()
+
+    embedder = make_embedder("minilm-int8")
+    checker = LexicalDenseChecker(embedder)
+    t0 = time.perf_counter()
+    measured = [(c, checker.measure(c.sentence, c.cited, c.others, lazy=False)) for c in CASES]
+    measure_s = time.perf_counter() - t0
+    decided = decide_all(checker, measured)
+
+    report: dict[str, Any] = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()} {platform.python_version()}",
+        "model": embedder.model_id,
+        "thresholds": asdict(checker.t),
+        "cases": len(CASES),
+        "measure_s": round(measure_s, 2),
+        "splits": {
+            "tune": rates([(c, ok) for c, ok in decided if c.split == "tune"]),
+            "test": rates([(c, ok) for c, ok in decided if c.split == "test"]),
+            "test_blind1": rates([(c, ok) for c, ok in decided if c.blind == 1]),
+            "test_blind2": rates([(c, ok) for c, ok in decided if c.blind == 2]),
+            "all": rates(decided),
+        },
+        "misses": [
+            {
+                "id": c.id,
+                "split": f"blind{c.blind}" if c.blind else c.split,
+                "kind": c.kind,
+                "sentence": c.sentence,
+            }
+            for c, ok in decided
+            if ok != c.supported
+        ],
+        "timing": timings(embedder),
+    }
+    if args.tune:
+        report["tuning"] = tune(embedder, measured)
+
+    for name, r in report["splits"].items():
+        print(
+            f"{name.upper():>5}: caught {r['caught']}/{r['adversarial']} = {r['catch_rate']:.1%}"
+            f"   false removals {r['removed']}/{r['good']} = {r['false_removal_rate']:.1%}"
+        )
+    print("\nper kind (ALL): n, marked unsupported")
+    for kind, k in report["splits"]["all"]["per_kind"].items():
+        print(f"  {kind:<22} {k['n']:>3} {k['marked_unsupported']:>4}")
+    print("\nwrong decisions:")
+    for m in report["misses"]:
+        print(f"  [{m['split']}] {m['kind']}: {m['sentence']}")
+    print("\ntiming:", report["timing"])
+    if args.tune:
+        print("\ntuning on TUNE:", report["tuning"])
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "support_check.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwrote {args.out / 'support_check.json'}")
+
+
+if __name__ == "__main__":
+    main()
