@@ -483,4 +483,8 @@ def unit_dict(row: Any) -> dict[str, Any]:
         "created_at": row["created_at"],
         "event_at": row["event_at"],
         "t_bucket": row["t_bucket"],
+        "link": units_sql.unit_link(row),
+        "preview": f"/v1/units/{row['unit_id']}/preview"
+        if row["object_key"] and row["plane"] in ("doc_visual", "visual")
+        else None,
     }

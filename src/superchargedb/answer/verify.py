@@ -65,6 +65,11 @@ __all__ = [
 # 0.0-0.4. The structural constants below them were set by reading TUNE errors.
 #: Below this cosine to the best cited window a sentence is unsupported, whatever else holds.
 SIM_MIN = 0.4
+#: A short sentence restating part of a long one scores a low cosine (0.39 for "The jobs report
+#: showed 275 thousand new payrolls" against its 25-word source). When COVERAGE_FULL of its
+#: stems occur in the cited text, SIM_FLOOR is the bar instead (the guards still apply).
+SIM_FLOOR = 0.25
+COVERAGE_FULL = 0.9
 #: Minimum share of the sentence's content stems that occur in the cited text...
 COVERAGE_MIN = 0.4
 #: ...and below SIM_STRONG similarity the share must reach COVERAGE_STRONG instead.
@@ -251,8 +256,8 @@ _DATES: list[tuple[re.Pattern[str], tuple[int, int, int]]] = [  # groups of (yea
     (re.compile(_MONTH_RE + r",?\s+(\d{4})\b"), (2, 1, 0)),
 ]
 _NEG_WORDS = _words(
-    "not no never none nobody nothing nowhere neither nor cannot without unable lack lacks "
-    "lacked lacking absent absence exempt zero 0"
+    "not no never none nobody nothing nowhere neither nor cannot without unable unlikely lack "
+    "lacks lacked lacking absent absence exempt zero 0"
 )
 _BOUNDARY = frozenset(",;:()!?.—–") | _words("but whereas while although though yet")
 _CLAUSE_WORDS = _words("and so because which who whereas while although though yet but")
@@ -427,6 +432,8 @@ def _parse_number(tok: str, low: str, lows: list[str], i: int) -> tuple[Number, 
         wn = _word_number(low)
         if wn is None and len(parts) == 2 and parts[1] in _UNITS:
             wn, suffix = _word_number(parts[0]), parts[1]
+        elif wn is None and low.endswith("fold"):  # "threefold"
+            wn, suffix = _word_number(low[:-4]), "fold"
         nxt = lows[i + 1] if i + 1 < len(lows) else ""
         if wn is None or (low == "one" and nxt not in _UNITS and nxt not in _MULT):
             return None
@@ -664,7 +671,9 @@ def _name_in(name: str, vocab: frozenset[str]) -> bool:
 def _polarity_failures(claim: Features, ev: Evidence) -> list[str]:
     out: list[str] = []
     if not claim.neg_scopes:
-        for scope in ev.sentence.neg_scopes:
+        # Negations of the most similar sentence and of the one sharing most stems (they differ
+        # when the negated sentence names its subject "It").
+        for scope in ev.sentence.neg_scopes + ev.lexical.neg_scopes:
             hit = scope & claim.stems
             if hit and len(hit) >= min(2, len(scope)):
                 out.append(f"negation mismatch: cited passage negates {' '.join(sorted(hit))}")
@@ -697,13 +706,15 @@ def _polarity_failures(claim: Features, ev: Evidence) -> list[str]:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What a claim is compared with: all cited text, the best 1-2 sentence window, the best
-    single sentence, and the cited text up to the end of the window (for names)."""
+    """What a claim is compared with: all cited text, the most similar 1-2 sentence window and
+    single sentence, the cited text up to the end of the window (for names), and the sentence
+    sharing most stems with the claim."""
 
     cited: Features
     window: Features
     sentence: Features
     upto: Features
+    lexical: Features  # the cited sentence sharing most stems with the claim
 
 
 def guard_failures(claim: Features, ev: Evidence) -> list[str]:
@@ -879,6 +890,10 @@ class LexicalDenseChecker:
             window=merge([best_p.sentences[i] for i in best_idx]),
             sentence=one_p.sentences[one_idx[0]],
             upto=merge(best_p.sentences[: best_idx[-1] + 1] + rest),
+            lexical=max(
+                (f for p in passages for f in p.sentences),
+                key=lambda f: (len(claim.stems & f.stems), f is one_p.sentences[one_idx[0]]),
+            ),
         )
         worst, missing = clause_coverage(claim, ev.cited)
         guards = tuple(guard_failures(claim, ev))
@@ -888,7 +903,8 @@ class LexicalDenseChecker:
     def failures(self, m: Measure) -> list[str]:
         """The guards plus the thresholded similarity and coverage checks."""
         t, out = self.t, list(m.guards)
-        if m.sim < t.sim_min:
+        floor = SIM_FLOOR if m.coverage >= COVERAGE_FULL else t.sim_min
+        if m.sim < floor:
             out.append(f"low similarity {m.sim:.2f}")
         elif m.coverage < t.coverage_min or (
             m.sim < t.sim_strong and m.coverage < t.coverage_strong

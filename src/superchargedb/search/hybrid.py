@@ -161,6 +161,7 @@ class Searcher:
                     "text": r["text"],
                     "snippet": snippet(r["text"], terms),
                     "locator": loc.to_dict() if loc else None,
+                    "link": units_sql.unit_link(r),
                     "ranks": {"dense": d_rank.get(key), "lexical": l_rank.get(key)},
                 }
             )

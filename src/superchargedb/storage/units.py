@@ -19,7 +19,8 @@ from ..auth.scopes import acl_tokens, ancestors
 UNIT_COLUMNS = (
     "id, unit_id, scope, doc_id, modality, plane, source_uri, mime, text, acl_owner, acl_groups,"
     " content_hash, chunk_idx, n_chunks, loc_kind, loc_start, loc_end, t_start_ms, t_end_ms,"
-    " shot_idx, page, bbox_x0, bbox_y0, bbox_x1, bbox_y1, created_at, event_at, t_bucket, seq"
+    " shot_idx, page, bbox_x0, bbox_y0, bbox_x1, bbox_y1, created_at, event_at, t_bucket, seq,"
+    " object_key"
 )
 
 
@@ -155,3 +156,12 @@ def embeddings_for(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int,
         for r in conn.execute(f"SELECT id, embedding FROM units WHERE id IN ({marks})", part):
             out[r[0]] = np.frombuffer(r[1], dtype=np.float16).astype(np.float32)
     return out
+
+
+def unit_link(row: Any) -> str | None:
+    """A URL a UI can open at the exact spot: the object with its ``#page=`` / ``#t=`` fragment."""
+    key = row["object_key"]
+    if not key:
+        return None
+    frag = row["source_uri"][len(key) :] if row["source_uri"].startswith(key) else ""
+    return f"/v1/objects/{key}{frag}"

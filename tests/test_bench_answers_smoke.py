@@ -1,0 +1,140 @@
+"""The XQuAD answer benchmark end to end on a small slice: real server, real HTTP, real model."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "bench" / "answers.py"
+DATA = Path("/work/shared/eval/xquad-en")
+RATES = (
+    "citation_recall",
+    "citation_precision",
+    "citation_precision_strict",
+    "answer_contains_gold",
+    "answer_f1",
+    "false_refusal_rate",
+    "span_f1",
+    "span_f1_all",
+    "span_contains_gold",
+    "span_covers_gold_offset",
+    "oos_refusal_rate",
+)
+# Defined whenever at least one in-scope and one out-of-scope question was asked.
+ALWAYS = (
+    "citation_recall",
+    "answer_contains_gold",
+    "answer_f1",
+    "false_refusal_rate",
+    "span_f1_all",
+    "citation_precision_strict",
+    "oos_refusal_rate",
+)
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_half(m: dict[str, Any], n: int) -> None:
+    c = m["counts"]
+    assert c["in_scope"] == n and c["out_of_scope"] == n, c
+    assert c["answered_in_scope"] + c["refused_in_scope"] == n
+    for k in RATES:
+        assert k in m, k
+        v = m[k]
+        if v is None:
+            assert k not in ALWAYS, k
+            continue
+        assert _finite(v) and 0.0 <= v <= 1.0, (k, v)
+    if c["answered_in_scope"]:
+        assert m["citation_precision"] is not None
+        assert _finite(m["median_sentences"]) and m["median_sentences"] >= 1
+        assert _finite(m["median_words"]) and m["median_words"] >= 1
+    if c["gold_cited"]:
+        for k in ("span_f1", "span_contains_gold", "span_covers_gold_offset"):
+            assert m[k] is not None, k
+    for k, t in m["targets"].items():
+        assert t["pass"] in (True, False, None), (k, t)
+    # refusal = miss: recall can never exceed the answered share
+    assert m["citation_recall"] <= 1.0 - m["false_refusal_rate"] + 1e-9
+
+
+def _run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str, str]:
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--limit", "5", "--out", str(out), *extra],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads((out / "answers.json").read_text())
+    md = (out / "answers.md").read_text()
+    assert md.startswith("# XQuAD cited-answer benchmark")
+    return report, md, proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA / "qa.jsonl").exists(), reason="XQuAD data not present")
+def test_answers_bench_smoke(tmp_path: Path) -> None:
+    report, md, stdout = _run(tmp_path)
+    assert report["benchmark"] == "xquad-answers"
+    cfg = report["config"]
+    assert cfg["limited"] is True and cfg["limit"] == 5 and cfg["top_k"] == 5
+    # the two halves partition the 48 articles
+    cal, rep = set(cfg["split"]["calibration"]), set(cfg["split"]["report"])
+    assert len(cal) == len(rep) == 24 and not cal & rep
+    assert cfg["questions"] == {"calibration": 5, "report": 5}
+    assert cfg["requests"] == 20  # every question in scope and out of scope
+    assert report["ingest"]["paragraphs"] == 240
+    assert report["ingest"]["units_stored"] >= 240
+    assert report["thresholds"]["mode"] == "built-in"
+    for half in ("report", "calibration"):
+        _check_half(report["evaluations"][half], 5)
+    # the question's gold paragraph is in scope, so a real pipeline finds some of them
+    assert report["evaluations"]["report"]["citation_recall"] > 0
+    lat = report["latency_ms"]["all"]
+    for name in ("server_total_ms", "client_wall_ms"):
+        p = lat[name]
+        assert p["n"] == 20 and p["p95"] >= p["p50"] > 0, (name, p)
+    assert lat["client_wall_ms"]["p50"] >= lat["server_total_ms"]["p50"]
+    assert set(report["failures"]) == set(report["failure_summary"]["counts"])
+    assert "THRESHOLDS cos_strong=" in stdout
+    assert "## Failures (REPORT half)" in md
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA / "qa.jsonl").exists(), reason="XQuAD data not present")
+def test_answers_bench_calibrate_smoke(tmp_path: Path) -> None:
+    report, _, stdout = _run(tmp_path, "--calibrate")
+    assert report["thresholds"]["mode"] == "calibrated"
+    cal = report["calibration"]
+    # the in-process replay reproduces every server answer when the thresholds are off
+    rc = cal["replay_check"]
+    assert rc["requests"] == 20
+    assert rc["text_mismatches"] == 0 and rc["citation_mismatches"] == 0
+    assert rc["max_abs_best_cos_diff"] < 1e-3
+    chosen = cal["chosen"]
+    assert chosen["calibration"]["false_refusal_rate"] <= 0.04
+    assert chosen["cos_min"] <= chosen["cos_strong"]
+    th = report["thresholds"]
+    assert (th["cos_strong"], th["cos_min"], th["coverage_min"]) == (
+        chosen["cos_strong"],
+        chosen["cos_min"],
+        chosen["coverage_min"],
+    )
+    assert f"THRESHOLDS cos_strong={th['cos_strong']:g}" in stdout
+    for half in ("report", "calibration"):
+        _check_half(report["evaluations"][half], 5)
+    assert report["comparisons"]  # built-in and no-threshold replays on the REPORT half
+    for m in report["comparisons"].values():
+        _check_half(m, 5)
