@@ -152,6 +152,7 @@ def main() -> None:
             "test": rates([(c, ok) for c, ok in decided if c.split == "test"]),
             "test_blind1": rates([(c, ok) for c, ok in decided if c.blind == 1]),
             "test_blind2": rates([(c, ok) for c, ok in decided if c.blind == 2]),
+            "test_blind3": rates([(c, ok) for c, ok in decided if c.blind == 3]),
             "all": rates(decided),
         },
         "misses": [

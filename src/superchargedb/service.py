@@ -410,6 +410,33 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
             raise NotFoundError("unit not found")
         return unit_dict(row)
 
+    def unit_preview(self, principal: Principal, unit_id: str) -> bytes:
+        """A PNG of the page or image a doc_visual / visual Unit came from, its box drawn."""
+        from .preview import render_preview
+
+        if not principal.has("read"):
+            raise ForbiddenError("the read permission is required")
+        row = self._visible_row(principal, unit_id)
+        if row is None:
+            raise NotFoundError("unit not found")
+        if not row["object_key"] or row["plane"] not in ("doc_visual", "visual"):
+            raise NotFoundError("this unit has no page or image to preview")
+        obj = (
+            self.catalog.reader()
+            .execute("SELECT sha256, content_type FROM objects WHERE key = ?", (row["object_key"],))
+            .fetchone()
+        )
+        if obj is None:
+            raise NotFoundError("the unit's object is gone")
+        blob = self.blobs.path(obj["sha256"])
+        with open(blob, "rb") as f:
+            head = f.read(8)
+        mime = "application/pdf" if head.startswith(b"%PDF") else "image"
+        loc = Locator.from_row(row)
+        return render_preview(
+            blob, mime, loc.to_dict() if loc else None, memory_mb=self.settings.media_memory_mb
+        )
+
     def delete_unit(self, principal: Principal, unit_id: str) -> dict[str, Any]:
         if not principal.has("write"):
             raise ForbiddenError("the write permission is required to delete")

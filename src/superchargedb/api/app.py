@@ -274,6 +274,19 @@ def create_app(svc: Service) -> FastAPI:
     async def get_unit(unit_id: str, p: Principal = Depends(principal)) -> Any:
         return await run_in_threadpool(svc.get_unit, p, unit_id)
 
+    @app.get(
+        "/v1/units/{unit_id}/preview",
+        tags=["units"],
+        responses={
+            **ERROR_RESPONSES.subset(401, 403, 404, 422),
+            200: {"content": {"image/png": {}}, "description": "PNG"},
+        },
+        response_class=Response,
+    )
+    async def unit_preview(unit_id: str, p: Principal = Depends(principal)) -> Response:
+        png = await run_in_threadpool(svc.unit_preview, p, unit_id)
+        return Response(png, media_type="image/png")
+
     @app.delete(
         "/v1/units/{unit_id}",
         tags=["units"],

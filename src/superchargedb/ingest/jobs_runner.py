@@ -59,8 +59,9 @@ class JobRunner:
             self._run(job)
         except LeaseLost:
             log.warning("job %s: lease lost, another worker owns it now", job.id)
-        except DerivationError as exc:  # the input itself is bad: retrying cannot help
-            self._fail(job, exc.message, retry=False)
+        except DerivationError as exc:
+            # Bad input fails at once; a timeout or an engine crash may pass on another try.
+            self._fail(job, exc.message, retry=bool(getattr(exc, "retryable", False)))
         except SCDBError as exc:
             self._fail(job, f"{exc.code}: {exc.message}", retry=True)
         except Exception as exc:  # engine crash, timeout, I/O: retry until max_attempts
