@@ -422,6 +422,7 @@ def video(speech: dict[str, Any]) -> dict[str, Any]:
     return {"path": out, "units": derive(out, "video/mp4", None)}
 
 
+@pytest.mark.slow  # ~12 s on a quiet 2-core machine, 20+ s under load (ASR + encode + 3 OCRs)
 def test_video_shots_and_transcript(video: dict[str, Any]) -> None:
     units: list[Derived] = video["units"]
     shots = sorted(
@@ -602,6 +603,11 @@ def test_sniff_every_fixture_type(
         check=True,
     )
     heads["video/mp4"] = mp4.read_bytes()
+    ts = tmp_path / "x.ts"
+    subprocess.run(
+        ["ffmpeg", "-v", "error", "-y", "-i", str(mp4), "-c", "copy", str(ts)], check=True
+    )
+    heads["video/mp2t"] = ts.read_bytes()
     for mime, data in heads.items():
         assert sniff(data[:4096]) == mime, mime
     assert sniff(b"") == "application/octet-stream"

@@ -268,12 +268,14 @@ _DIRECTIONS: list[tuple[str, frozenset[str], frozenset[str]]] = [
         _words(
             "increase increases increased increasing rise rises rose risen rising grew grow "
             "grows growing higher highest raise raised raises gain gains gained up climb climbs "
-            "climbed boost boosted greater larger bigger"
+            "climbed boost boosted greater larger bigger double doubles doubled doubling "
+            "triple triples tripled"
         ),
         _words(
             "decrease decreases decreased decreasing fell fall falls falling fallen drop drops "
             "declined decline declines declining lower lowered lowers lowest reduce reduced "
-            "reduces reducing reduction cut cuts down fewer shrank shrink smaller"
+            "reduces reducing reduction cut cuts down fewer shrank shrink smaller halve halves "
+            "halved halving"
         ),
     ),
     ("before/after", _words("before earlier"), _words("after later")),
@@ -286,8 +288,14 @@ _DIRECTIONS: list[tuple[str, frozenset[str], frozenset[str]]] = [
     ("east/west", _words("east eastern"), _words("west western")),
     (
         "add/remove",
-        _words("add adds added adding"),
-        _words("remove removes removed removing delete deletes deleted"),
+        _words(
+            "add adds added adding keep keeps kept retain retains retained still supports "
+            "supported include includes included"
+        ),
+        _words(
+            "remove removes removed removing delete deletes deleted eliminate eliminates "
+            "eliminated drop dropped deprecate deprecated discontinued abolished"
+        ),
     ),
     ("enable/disable", _words("enable enables enabled"), _words("disable disables disabled")),
     ("male/female", _words("male men man"), _words("female women woman")),
@@ -348,6 +356,7 @@ class Number:
 
 
 Date = tuple[str, int | None, int, int | None]  # surface, year, month, day
+Clause = tuple[str, frozenset[str]]  # text, content stems
 
 
 @dataclass(frozen=True)
@@ -363,8 +372,9 @@ class Features:
     idents: tuple[str, ...] = ()
     rates: frozenset[str] = frozenset()
     neg_scopes: tuple[frozenset[str], ...] = ()
+    affirmed: frozenset[str] = frozenset()  # stems outside every negation scope
     contrast_scopes: tuple[frozenset[str], ...] = ()  # what "rather than"/"instead of" rejects
-    clauses: tuple[frozenset[str], ...] = ()
+    clauses: tuple[Clause, ...] = ()
     directions: frozenset[tuple[str, int, str]] = frozenset()  # (pair, side, word)
     instruction: bool = False
 
@@ -408,7 +418,7 @@ def _unit_after(lows: list[str], j: int) -> tuple[str | None, float, str, float,
         return "pp", 1.0, "percentage points", mult, used + 2
     if w in ("°", "degree", "degrees") and nxt in ("c", "celsius", "f", "fahrenheit"):
         return ("degC" if nxt[0] == "c" else "degF"), 1.0, "°" + nxt[0].upper(), mult, used + 2
-    if w in _UNITS and not (w in ("m", "g", "s", "x", "h") and nxt[:1].isalpha() and j > 0):
+    if w in _UNITS:
         dim, factor = _UNITS[w]
         return dim, factor, w, mult, used + 1
     return None, 1.0, "", mult, used
@@ -521,6 +531,7 @@ def analyse(text: str) -> Features:
             names.append((tok, pos))
         stems[pos] = tuple(dict.fromkeys(stem(p) for p in parts if p not in _STOP)) or (low,)
     words = [p for p in sorted(stems) if not any(c.isdigit() for c in stems[p][0])]
+    neg, negated = _scopes(lows, stems, _is_cue)
     return Features(
         text=text,
         n_tokens=max(1, sum(1 for t in toks if t[0].isalnum())),
@@ -532,9 +543,10 @@ def analyse(text: str) -> Features:
         name_contexts=tuple(_context(words, stems, p, skip=p) for _, p in names),
         idents=tuple(idents),
         rates=frozenset(_rates(lows)),
-        neg_scopes=tuple(_scopes(lows, stems, _is_cue)),
-        contrast_scopes=tuple(_scopes(lows, stems, _is_contrast)),
-        clauses=tuple(_clauses(lows, stems)),
+        neg_scopes=tuple(neg),
+        affirmed=frozenset(x for p, v in stems.items() if p not in negated for x in v),
+        contrast_scopes=tuple(_scopes(lows, stems, _is_contrast)[0]),
+        clauses=tuple(_clauses(text, [m.span() for m in matches], lows, stems)),
         directions=frozenset(
             (pair, side, w)
             for w in lows
@@ -569,9 +581,11 @@ def _rates(lows: list[str]) -> set[str]:
 
 def _scopes(
     lows: list[str], stems: dict[int, tuple[str, ...]], cue: Callable[[list[str], int], bool]
-) -> list[frozenset[str]]:
-    """One scope per cue: the content stems after it, up to a clause boundary."""
+) -> tuple[list[frozenset[str]], set[int]]:
+    """One scope per cue (the content stems after it, up to a clause boundary), and the token
+    positions the scopes cover."""
     scopes: list[frozenset[str]] = []
+    covered: set[int] = set()
     for k in range(len(lows)):
         if cue(lows, k):
             scope: list[str] = []
@@ -579,20 +593,26 @@ def _scopes(
                 if lows[j] in _BOUNDARY or len(scope) >= NEG_SCOPE:
                     break
                 scope.extend(stems.get(j, ()))
+                covered.add(j)
             scopes.append(frozenset(scope))
-    return scopes
+    return scopes, covered
 
 
-def _clauses(lows: list[str], stems: dict[int, tuple[str, ...]]) -> list[frozenset[str]]:
-    """Content stems per clause (split at punctuation and coordinating words)."""
-    out: list[set[str]] = [set()]
-    for j, w in enumerate(lows):
+def _clauses(
+    text: str, spans: list[tuple[int, int]], lows: list[str], stems: dict[int, tuple[str, ...]]
+) -> list[Clause]:
+    """(text, content stems) per clause: split at punctuation and coordinating words."""
+    out: list[Clause] = []
+    first, found = -1, set[str]()
+    for j, w in enumerate([*lows, "."]):
         if w in _BOUNDARY or w in _CLAUSE_WORDS:
-            if out[-1]:
-                out.append(set())
+            if found:
+                out.append((text[spans[first][0] : spans[j - 1][1]], frozenset(found)))
+            first, found = -1, set()
             continue
-        out[-1].update(stems.get(j, ()))
-    return [frozenset(c) for c in out if c]
+        first = j if first < 0 else first
+        found.update(stems.get(j, ()))
+    return out
 
 
 def merge(parts: Sequence[Features]) -> Features:
@@ -609,6 +629,7 @@ def merge(parts: Sequence[Features]) -> Features:
         idents=tuple(n for p in parts for n in p.idents),
         rates=frozenset().union(*(p.rates for p in parts)),
         neg_scopes=tuple(s for p in parts for s in p.neg_scopes),
+        affirmed=frozenset().union(*(p.affirmed for p in parts)),
         contrast_scopes=tuple(s for p in parts for s in p.contrast_scopes),
         clauses=tuple(c for p in parts for c in p.clauses),
         directions=frozenset().union(*(p.directions for p in parts)),
@@ -671,11 +692,20 @@ def _name_in(name: str, vocab: frozenset[str]) -> bool:
 def _polarity_failures(claim: Features, ev: Evidence) -> list[str]:
     out: list[str] = []
     if not claim.neg_scopes:
-        # Negations of the most similar sentence and of the one sharing most stems (they differ
-        # when the negated sentence names its subject "It").
-        for scope in ev.sentence.neg_scopes + ev.lexical.neg_scopes:
-            hit = scope & claim.stems
-            if hit and len(hit) >= min(2, len(scope)):
+        # The negations of the most similar sentence, and of any cited sentence the claim
+        # draws on (shares two stems found in no other cited sentence: "It does not ...").
+        for f in ev.sentences:
+            if not f.neg_scopes:
+                continue
+            rest = frozenset().union(*(g.stems for g in ev.sentences if g is not f))
+            if f is not ev.sentence and len(claim.stems & (f.stems - rest)) < 2:
+                continue
+            hits = [s & claim.stems for s in f.neg_scopes]
+            if any(
+                len(h) >= min(2, len(s)) and h - f.affirmed
+                for h, s in zip(hits, f.neg_scopes, strict=True)
+            ):
+                hit = max(hits, key=len)
                 out.append(f"negation mismatch: cited passage negates {' '.join(sorted(hit))}")
                 break
     elif not ev.window.neg_scopes and any(cs & ev.window.stems for cs in claim.neg_scopes):
@@ -707,14 +737,14 @@ def _polarity_failures(claim: Features, ev: Evidence) -> list[str]:
 @dataclass(frozen=True)
 class Evidence:
     """What a claim is compared with: all cited text, the most similar 1-2 sentence window and
-    single sentence, the cited text up to the end of the window (for names), and the sentence
-    sharing most stems with the claim."""
+    single sentence, the cited text up to the end of the window (for names), and each cited
+    sentence."""
 
     cited: Features
     window: Features
     sentence: Features
     upto: Features
-    lexical: Features  # the cited sentence sharing most stems with the claim
+    sentences: tuple[Features, ...]  # every cited sentence
 
 
 def guard_failures(claim: Features, ev: Evidence) -> list[str]:
@@ -744,7 +774,7 @@ def clause_coverage(claim: Features, evidence: Features) -> tuple[float, str]:
     """The lowest coverage over the claim's clauses with >= CLAUSE_MIN_STEMS stems (1.0 when
     none has), and that clause's missing stems."""
     worst, missing = 1.0, ""
-    for clause in claim.clauses:
+    for _, clause in claim.clauses:
         if len(clause) >= CLAUSE_MIN_STEMS:
             share = len(clause & evidence.stems) / len(clause)
             if share < worst:
@@ -890,10 +920,7 @@ class LexicalDenseChecker:
             window=merge([best_p.sentences[i] for i in best_idx]),
             sentence=one_p.sentences[one_idx[0]],
             upto=merge(best_p.sentences[: best_idx[-1] + 1] + rest),
-            lexical=max(
-                (f for p in passages for f in p.sentences),
-                key=lambda f: (len(claim.stems & f.stems), f is one_p.sentences[one_idx[0]]),
-            ),
+            sentences=tuple(f for p in passages for f in p.sentences),
         )
         worst, missing = clause_coverage(claim, ev.cited)
         guards = tuple(guard_failures(claim, ev))

@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
+from ..auth.scopes import SCOPE_PATTERN
 from ..errors import AuthError, InsufficientStorageError, SCDBError
 from ..ratelimit import limited
 from ..schemas import AegisQuery, IngestRequest
@@ -208,7 +209,7 @@ def create_app(svc: Service) -> FastAPI:
     async def ingest(
         request: Request,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None),
+        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
     ) -> Any:
         body = await body_of(request)
         return await run_in_threadpool(svc.ingest, p, body, x_aegis_scope)
@@ -222,8 +223,8 @@ def create_app(svc: Service) -> FastAPI:
     async def search(
         request: Request,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None),
-        scope: str | None = Query(default=None),
+        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
     ) -> Any:
         body = await body_of(request)
         return await run_in_threadpool(svc.search, p, body, x_aegis_scope, scope)
@@ -244,8 +245,8 @@ def create_app(svc: Service) -> FastAPI:
     async def answer(
         request: Request,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None),
-        scope: str | None = Query(default=None),
+        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
     ) -> Any:
         body = await body_of(request)
         stream = isinstance(body, dict) and body.get("stream") is True
@@ -303,8 +304,8 @@ def create_app(svc: Service) -> FastAPI:
     async def delete_doc(
         doc_id: str,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None),
-        scope: str | None = Query(default=None),
+        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
     ) -> Any:
         return await run_in_threadpool(svc.delete_doc, p, doc_id, x_aegis_scope, scope)
 
@@ -312,9 +313,19 @@ def create_app(svc: Service) -> FastAPI:
     register_docs(app, svc, principal, body_of)
     register_objects(app, svc, principal)
 
-    @app.get("/metrics", tags=["ops"])
+    @app.get(
+        "/metrics",
+        tags=["ops"],
+        response_class=Response,
+        responses={
+            200: {
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+                "description": "Prometheus text format",
+            }
+        },
+    )
     async def metrics() -> Response:
         return Response(svc.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    install_openapi(app)
+    install_openapi(app, s.max_top_k)
     return app

@@ -63,7 +63,7 @@ def body_schema(model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
-def install_openapi(app: FastAPI) -> None:
+def install_openapi(app: FastAPI, max_top_k: int = 100) -> None:
     from ..schemas import AegisQuery, IngestRequest
 
     def custom() -> dict[str, Any]:
@@ -79,6 +79,8 @@ def install_openapi(app: FastAPI) -> None:
             for name, sub in js.pop("$defs", {}).items():
                 comps.setdefault(name, sub)
             comps[model.__name__] = js
+        # The configured cap, not the model's absolute one, is what a request may send.
+        comps["AegisQuery"]["properties"]["top_k"]["maximum"] = max_top_k
         # FastAPI's own 422 component does not describe our error shape: replace it.
         comps.pop("HTTPValidationError", None)
         comps.pop("ValidationError", None)

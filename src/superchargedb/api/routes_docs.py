@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Header, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+from ..auth.scopes import SCOPE_PATTERN
 from ..errors import ValidationError
 from ..service import Service
 from ..types import Principal
@@ -36,8 +37,8 @@ def register_docs(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: 
     @app.get("/v1/docs", tags=["docs"], responses=read_errs)
     async def list_docs(
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None),
-        scope: str | None = Query(default=None),
+        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
         cursor: str | None = Query(default=None, max_length=512),
         limit: int | None = Query(default=None),
         plane: str | None = Query(default=None),
@@ -62,8 +63,8 @@ def register_docs(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: 
     @app.get("/v1/units", tags=["units"], responses=read_errs)
     async def list_units(
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None),
-        scope: str | None = Query(default=None),
+        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
         doc_id: str | None = Query(default=None, max_length=512),
         cursor: str | None = Query(default=None, max_length=512),
         limit: int | None = Query(default=None),
@@ -92,8 +93,8 @@ def register_docs(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: 
         doc_id: str,
         request: Request,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None),
-        scope: str | None = Query(default=None),
+        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
     ) -> Any:
         body = await body_of(request)
         return await run_in_threadpool(svc.patch_doc, p, doc_id, body, x_aegis_scope, scope)
@@ -107,7 +108,7 @@ def register_docs(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: 
         doc_id: str,
         request: Request,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None),
+        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
     ) -> Any:
         body = await body_of(request)
         return await run_in_threadpool(svc.put_doc, p, doc_id, body, x_aegis_scope)

@@ -11,6 +11,7 @@ from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
+from ..auth.scopes import SCOPE_PATTERN
 from ..errors import PayloadTooLargeError
 from ..service import Service
 from ..storage.objects import INLINE_TYPES, parse_range
@@ -51,7 +52,7 @@ def register_objects(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
         key: str,
         request: Request,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None),
+        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
         content_type: str | None = Header(default=None),
         if_match: str | None = Header(default=None),
         acl_groups: str | None = Query(default=None, max_length=2048),

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from ..errors import ScopeForbiddenError, ValidationError
 
 _SEGMENT = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+# The whole grammar as one pattern (declared in OpenAPI for headers and query parameters).
+SCOPE_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}(/[a-z0-9][a-z0-9._-]{0,62}){0,7}$"
 MAX_SEGMENTS = 8
 
 # Test-only mutation switches (DECISIONS 50): each injects a known isolation bug so the

@@ -13,6 +13,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -93,6 +94,8 @@ def sniff(data_head: bytes, filename: str | None = None) -> str:
         return "image/webp"
     if h[:4] == b"RIFF" and h[8:12] == b"WAVE":
         return "audio/wav"
+    if h[:4] == b"RIFF" and h[8:12] == b"AVI ":
+        return "video/x-msvideo"
     if h[:4] in (b"II*\x00", b"MM\x00*"):
         return "image/tiff"
     if h[:6] in (b"GIF87a", b"GIF89a"):
@@ -110,6 +113,8 @@ def sniff(data_head: bytes, filename: str | None = None) -> str:
         return "audio/flac"
     if h.startswith(b"\x1a\x45\xdf\xa3"):
         return "video/webm"
+    if len(h) > 376 and h[0] == h[188] == h[376] == 0x47:  # MPEG transport stream packets
+        return "video/mp2t"
     if h.startswith(b"ID3"):
         return "audio/mpeg"
     if len(h) >= 2 and h[0] == 0xFF and h[1] & 0xE0 == 0xE0:
@@ -274,17 +279,31 @@ def derive(
     asked = family(mime or "")
     if modality is not None and modality not in MODALITY_PLANE:
         raise DerivationError(f"unknown modality {modality!r}")
+    if asked not in ("unknown", fam):
+        raise DerivationError(f"declared mime {mime} contradicts the content, which is {sniffed}")
     if fam == "text":
         raise DerivationError("text objects are ingested as text Units, not derived as media")
     if fam not in ("pdf", "image", "av"):
         raise DerivationError(
             f"unsupported media type: the content is {sniffed} (declared {mime or 'nothing'})"
         )
-    if asked not in ("unknown", fam):
-        raise DerivationError(f"declared mime {mime} contradicts the content, which is {sniffed}")
     if modality is not None and fam not in MODALITY_FAMILIES.get(modality, ()):
         raise DerivationError(f"modality {modality!r} does not fit the content, which is {sniffed}")
+    try:
+        return dispatch(path, sniffed, modality, limits, options)
+    except DerivationError as exc:  # engine messages may name server-side paths: hide them
+        exc.message = PATH_RE.sub("<file>", exc.message)
+        exc.args = (exc.message,)
+        raise
 
+
+PATH_RE = re.compile(r"(?<![\w/])/(?:[\w.\-]+/)+[\w.\-]*")
+
+
+def dispatch(
+    path: Path, sniffed: str, modality: str | None, limits: MediaLimits, options: DeriveOptions
+) -> list[Derived]:
+    fam = family(sniffed)
     if fam == "pdf":
         from .derive_pdf import derive_pdf
 

@@ -298,7 +298,8 @@ def utterance_units(words: list[list[Any]], duration: float, meta: dict[str, Any
 def scene_cuts(
     path: Path, tmp: Path, fps: float, *, limits: MediaLimits, options: DeriveOptions
 ) -> list[tuple[float, float]]:
-    """(time of the first frame after a hard cut, scene score), strongest peaks first removed."""
+    """(time of the first frame after each hard cut, its scene score): peaks over the threshold,
+    the highest within ``MIN_SHOT_S`` either side, at least ``MIN_SHOT_S`` apart."""
     scores = tmp / "scores.txt"
     # Scores over RGB: on luma alone, a cut from red to green is invisible.
     vf = "scale=160:-2,format=rgb24,select='gte(scene\\,0)'"
@@ -353,7 +354,9 @@ def shot_units(
     v = info["video"][0]
     num, _, den = str(v.get("avg_frame_rate") or v.get("r_frame_rate") or "25/1").partition("/")
     fps = float(num) / float(den or 1) if float(den or 1) and float(num) else 25.0
-    cuts = [t for t, _ in scene_cuts(path, tmp, fps, limits=limits, options=options)]
+    # ffmpeg shifts input timestamps to start at 0, as -ss and the demuxed audio do
+    found = scene_cuts(path, tmp, fps, limits=limits, options=options)
+    cuts = [t for t, _ in found]
     bounds = [0.0, *cuts, info["video_duration"]]
     units = []
     for idx, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):

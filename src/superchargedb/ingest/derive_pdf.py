@@ -1,18 +1,20 @@
 """PDF -> doc_visual Units: one per text block, with a tight bbox in points and a 1-based page.
 
 The worker (pdfium, in a subprocess) returns each page's words with tight and loose boxes in
-top-left-origin points of the rotated CropBox. Here they are grouped: words -> lines (same band,
-no column-sized gap) -> blocks (a line joins the block just above it when the vertical gap is a
-normal line gap, the x ranges overlap and the font size matches). A block's bbox is the union of
-its words' tight boxes. Pages without a text layer were rendered by the worker; they are OCR'd
-with Tesseract and their pixel boxes scaled back to points.
+top-left-origin points of the CropBox before /Rotate (where text runs left to right). Here they
+are grouped: words -> lines (same band, no column-sized gap) -> blocks (a line joins the block
+just above it when the vertical gap is a normal line gap, the x ranges overlap and the font size
+matches; a block over ``MAX_REGION_CHARS`` is split at a line). A block's bbox is the union of its
+words' tight boxes, turned into the displayed (rotated) page. Pages without a text layer are
+rendered by the worker a batch at a time, OCR'd with Tesseract, and their pixel boxes scaled back
+to points.
 """
 
 from __future__ import annotations
 
 import statistics
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, run_wo
 from .derive_ocr import MAX_REGION_CHARS, ocr_regions, ocr_words, split_lines
 from .media_worker import rotate_box
 
-Box = tuple[float, float, float, float]
+RENDER_BATCH = 8  # pages without a text layer rendered per worker call
 
 
 @dataclass
@@ -143,33 +145,34 @@ def block_units(blocks: list[Block], page: dict[str, Any]) -> list[Derived]:
 
 def derive_pdf(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> list[Derived]:
     """Every page's text blocks (text layer, else OCR of a render) as doc_visual Units."""
-    units: list[Derived] = []
-    with tempfile.TemporaryDirectory(prefix="scdb-pdf-") as tmp:
-        args = {
-            "path": str(path),
-            "max_pages": limits.max_pages,
-            "max_pixels": limits.max_pixels,
-            "dpi": options.render_dpi,
-            "render_dir": tmp,
-        }
-        result = run_worker("pdf", args, limits=limits, options=options, what="pdfium")
-        for page in result["pages"]:
-            n = int(page["page"])
-            dims = {"page_width": page["width"], "page_height": page["height"]}
-            if page["words"]:
-                found = block_units(group_blocks(group_lines(page["words"])), page)
-            elif "render" in page:
-                scale = float(page["render"]["scale"])
-                dpi = round(scale * 72)
-                words = ocr_words(
-                    Path(page["render"]["png"]), limits=limits, options=options, dpi=dpi
-                )
-                found = ocr_regions(
+    args: dict[str, Any] = {
+        "path": str(path),
+        "max_pages": limits.max_pages,
+        "max_pixels": limits.max_pixels,
+        "dpi": options.render_dpi,
+    }
+    pages = run_worker("pdf", args, limits=limits, options=options, what="pdfium")["pages"]
+    found: dict[int, list[Derived]] = {}
+    for page in pages:
+        if page["words"]:
+            found[page["page"]] = block_units(group_blocks(group_lines(page["words"])), page)
+    blank = [p["page"] for p in pages if not p["words"]]
+    for i in range(0, len(blank), RENDER_BATCH):  # bounded temp disk: a batch at a time
+        with tempfile.TemporaryDirectory(prefix="scdb-pdf-") as tmp:
+            batch = {**args, "render": blank[i : i + RENDER_BATCH], "render_dir": tmp}
+            rendered = run_worker("pdf", batch, limits=limits, options=options, what="pdfium")
+            for page in rendered["pages"]:
+                n, scale = int(page["page"]), float(page["render"]["scale"])
+                png = Path(page["render"]["png"])
+                words = ocr_words(png, limits=limits, options=options, dpi=round(scale * 72))
+                png.unlink()
+                found[n] = ocr_regions(
                     words, page=n, scale=scale, modality="pdf_page", fragment=f"#page={n}"
                 )
-            else:
-                found = []
-            units += [Derived(**{**u.__dict__, "meta": {**u.meta, **dims}}) for u in found]
+    units = []
+    for page in pages:
+        dims = {"page_width": page["width"], "page_height": page["height"]}
+        units += [replace(u, meta={**u.meta, **dims}) for u in found.get(page["page"], [])]
     if not units:
-        raise DerivationError(f"no text found in the PDF ({len(result['pages'])} pages)")
+        raise DerivationError(f"no text found in the PDF ({len(pages)} pages)")
     return units

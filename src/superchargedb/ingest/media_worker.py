@@ -117,6 +117,8 @@ def page_words(page: Any) -> list[dict[str, Any]]:
 
 
 def task_pdf(args: dict[str, Any]) -> dict[str, Any]:
+    """Without ``render``: every page's size and words. With ``render`` (1-based page numbers):
+    those pages as grayscale PNGs in ``render_dir`` at ``dpi`` (lower if over the pixel cap)."""
     import pypdfium2 as pdfium
 
     try:
@@ -129,29 +131,23 @@ def task_pdf(args: dict[str, Any]) -> dict[str, Any]:
     if n > args["max_pages"]:
         raise ValueError(f"the PDF has {n} pages, over the limit of {args['max_pages']}")
     pages = []
-    for idx in range(n):
-        page = pdf[idx]
+    for number in args.get("render") or range(1, n + 1):
+        page = pdf[int(number) - 1]
         width, height = page.get_size()
-        words = page_words(page)
-        left, bottom, right, top, rot = page_frame(page)
-        entry: dict[str, Any] = {
-            "page": idx + 1,
-            "width": width,  # as displayed (rotation applied)
-            "height": height,
-            "rotation": rot,
-            "upright_size": [right - left, top - bottom],
-            "words": words,
-        }
-        if not words and args.get("render_dir"):
+        entry: dict[str, Any] = {"page": number, "width": width, "height": height}
+        if args.get("render"):
             dpi = float(args["dpi"])
             px = width * height * (dpi / 72) ** 2
             if px > args["max_pixels"]:  # a huge page is rendered at a lower resolution
                 dpi *= (args["max_pixels"] / px) ** 0.5
-            scale = dpi / 72
-            bitmap = page.render(scale=scale, grayscale=True)
-            png = f"{args['render_dir']}/page-{idx + 1:05d}.png"
-            bitmap.to_pil().save(png, compress_level=1)
-            entry["render"] = {"png": png, "scale": scale}
+            png = f"{args['render_dir']}/page-{number:05d}.png"
+            page.render(scale=dpi / 72, grayscale=True).to_pil().save(png, compress_level=1)
+            entry["render"] = {"png": png, "scale": dpi / 72}
+        else:
+            left, bottom, right, top, rot = page_frame(page)
+            entry["rotation"] = rot  # width/height are as displayed (rotation applied)
+            entry["upright_size"] = [right - left, top - bottom]
+            entry["words"] = page_words(page)
         pages.append(entry)
         page.close()
     pdf.close()
