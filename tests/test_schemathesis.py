@@ -12,8 +12,6 @@ import tempfile
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from conftest import make_service
@@ -63,7 +61,7 @@ def test_api_contract(api, auth):
             suppress_health_check=list(HealthCheck),
         )
         @given(case=strategy)
-        def run(case):
+        def run(case, op=op):
             nonlocal calls
             calls += 1
             response = case.call(headers=headers)
