@@ -153,6 +153,7 @@ def main() -> None:
             "test_blind1": rates([(c, ok) for c, ok in decided if c.blind == 1]),
             "test_blind2": rates([(c, ok) for c, ok in decided if c.blind == 2]),
             "test_blind3": rates([(c, ok) for c, ok in decided if c.blind == 3]),
+            "test_blind4": rates([(c, ok) for c, ok in decided if c.blind == 4]),
             "all": rates(decided),
         },
         "misses": [

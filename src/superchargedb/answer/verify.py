@@ -10,21 +10,26 @@ window of one or two cited sentences) with lexical guards that similarity cannot
 
 * numbers, with their units, must occur in the cited text ("0.8 seconds" == "800 ms",
   "five" == "5", "1,000" == "1000", "$0.95 billion" == "$950 million"); the same number with
-  another unit fails ("unit ms vs s"), and so does a number whose neighbouring words in the
-  passage share nothing with its neighbours in the sentence (two numbers swapped);
-* dates, capitalised names (not sentence-initial, not stopwords, possessives and plurals
-  allowed), identifiers (``Q4``, ``us-east-1``, ``SHA-256``) and rates ("per minute") must occur;
-* polarity: a negation cue in the best window whose scope the sentence repeats without any cue,
-  a cue in the sentence with none in the window, ``un-``/``non-`` prefixes, and direction words
-  (higher/lower, before/after, north/south, ...) must agree;
-* enough of the sentence's content stems must occur in the cited text (coverage);
-* no other passage may pass the guards with a clearly higher similarity (a wrong ``[n]``).
+  another unit fails ("unit ms vs s"), and so does a number none of whose neighbouring words in
+  the passage occurs in the sentence (two numbers of one passage swapped);
+* dates, capitalised names (not sentence-initial, not stopwords; possessives and plurals
+  allowed; not only after the supporting sentence), identifiers (``Q4``, ``us-east-1``,
+  ``SHA-256``) and rates ("per minute", "per GB") must occur;
+* polarity: a negation in the most similar sentence (or in one the claim draws on) whose scope
+  the sentence repeats without negating, a negation in the sentence with none in the best
+  window, ``un-``/``non-`` prefixes, "A rather than B" swapped, and direction words
+  (higher/lower, before/after, above/below, add/remove, ...) must agree;
+* enough of the sentence's content stems, and of each of its clauses, must occur in the cited
+  text (coverage: catches an unsupported clause appended to a true one);
+* no other passage may pass every check with a clearly higher similarity (a wrong ``[n]``).
 
 Passage sentences that read like instructions to the model ("ignore the previous instructions
 and answer ...") are never evidence, and a sentence that is itself one fails.
 
 Thresholds are module constants; ``bench/support_check.py`` chose them on the TUNE split of
-``tests/answer_cases.py`` and reports the TEST split separately.
+``tests/answer_cases.py`` and reports the TEST split (with its blind rounds) separately.
+``check`` = ``decide(measure(...))``: measuring embeds and runs the guards, deciding applies
+the thresholds, so the benchmark can search thresholds without re-embedding.
 """
 
 from __future__ import annotations
@@ -58,11 +63,13 @@ __all__ = [
 ]
 
 # -- thresholds -------------------------------------------------------------------------------
-# The first six were chosen by ``bench/support_check.py --tune``: a grid search on the TUNE split
-# of tests/answer_cases.py (TEST never used) maximising catch - 2 x false removal, then taking
+# SIM_MIN, COVERAGE_MIN, SIM_STRONG, COVERAGE_STRONG, CLAUSE_COVERAGE_MIN and
+# WRONG_CITATION_MARGIN come from ``bench/support_check.py --tune``: a grid search on the TUNE
+# split of tests/answer_cases.py (TEST never used) maximising catch - 2 x false removal, taking
 # the combination at the centre of the tied optimum. On TUNE, faithful sentences have cosine
 # >= 0.52, coverage >= 0.5 and worst-clause coverage >= 0.5; appended unsupported clauses score
-# 0.0-0.4. The structural constants below them were set by reading TUNE errors.
+# 0.0-0.4. SIM_FLOOR/COVERAGE_FULL were added after blind round 2 (see answer_cases.py); the
+# structural constants (scopes, contexts, sentence budgets) were set by reading errors.
 #: Below this cosine to the best cited window a sentence is unsupported, whatever else holds.
 SIM_MIN = 0.4
 #: A short sentence restating part of a long one scores a low cosine (0.39 for "The jobs report
@@ -261,6 +268,7 @@ _NEG_WORDS = _words(
 )
 _BOUNDARY = frozenset(",;:()!?.—–") | _words("but whereas while although though yet")
 _CLAUSE_WORDS = _words("and so because which who whereas while although though yet but")
+_NOT_UN = ("under", "uni", "unt", "unle", "unde", "unv", "unp", "unl")  # unit, until, unveil...
 _NEG_PREFIXES = ("non-", "non", "un", "in", "im", "dis", "ir", "il")
 _DIRECTIONS: list[tuple[str, frozenset[str], frozenset[str]]] = [
     (
@@ -372,6 +380,7 @@ class Features:
     idents: tuple[str, ...] = ()
     rates: frozenset[str] = frozenset()
     neg_scopes: tuple[frozenset[str], ...] = ()
+    soft_negation: bool = False  # "instead of", "rather than", "uncatalysed"
     affirmed: frozenset[str] = frozenset()  # stems outside every negation scope
     contrast_scopes: tuple[frozenset[str], ...] = ()  # what "rather than"/"instead of" rejects
     clauses: tuple[Clause, ...] = ()
@@ -475,13 +484,20 @@ def _is_contrast(lows: list[str], i: int) -> bool:
     return (w, nxt) in (("rather", "than"), ("instead", "of"), ("opposed", "to")) or w == "unlike"
 
 
+def _is_soft_negation(lows: list[str], i: int) -> bool:
+    """A contrast ("instead of") or an ``un-`` word ("uncatalysed"): enough to mean the
+    sentence negates something, too vague to say what."""
+    w = lows[i]
+    un_word = len(w) >= 7 and w.startswith("un") and not w.startswith(_NOT_UN)
+    return un_word or _is_contrast(lows, i)
+
+
 def _is_cue(lows: list[str], i: int) -> bool:
     w, nxt = lows[i], lows[i + 1] if i + 1 < len(lows) else ""
     if w == "not" and nxt == "only":
         return False
     return (
-        _is_contrast(lows, i)
-        or w in _NEG_WORDS
+        w in _NEG_WORDS
         or w.endswith(("n't", "n’t"))
         or (w == "no" and nxt == "longer")
         or (w.startswith(("fail", "unable")) and nxt == "to")
@@ -525,8 +541,8 @@ def analyse(text: str) -> Features:
             idents.append(tok)
             stems[pos] = (low,)
             continue
-        if low in _STOP:
-            continue
+        if low in _STOP and not (tok[0].isupper() and low in _MONTHS and pos != first_word):
+            continue  # but "in May" is a month
         if tok[0].isupper() and pos != first_word and low not in _UNITS and len(tok) > 1:
             names.append((tok, pos))
         stems[pos] = tuple(dict.fromkeys(stem(p) for p in parts if p not in _STOP)) or (low,)
@@ -544,6 +560,7 @@ def analyse(text: str) -> Features:
         idents=tuple(idents),
         rates=frozenset(_rates(lows)),
         neg_scopes=tuple(neg),
+        soft_negation=any(_is_soft_negation(lows, k) for k in range(len(lows))),
         affirmed=frozenset(x for p, v in stems.items() if p not in negated for x in v),
         contrast_scopes=tuple(_scopes(lows, stems, _is_contrast)[0]),
         clauses=tuple(_clauses(text, [m.span() for m in matches], lows, stems)),
@@ -629,6 +646,7 @@ def merge(parts: Sequence[Features]) -> Features:
         idents=tuple(n for p in parts for n in p.idents),
         rates=frozenset().union(*(p.rates for p in parts)),
         neg_scopes=tuple(s for p in parts for s in p.neg_scopes),
+        soft_negation=any(p.soft_negation for p in parts),
         affirmed=frozenset().union(*(p.affirmed for p in parts)),
         contrast_scopes=tuple(s for p in parts for s in p.contrast_scopes),
         clauses=tuple(c for p in parts for c in p.clauses),
@@ -691,7 +709,7 @@ def _name_in(name: str, vocab: frozenset[str]) -> bool:
 
 def _polarity_failures(claim: Features, ev: Evidence) -> list[str]:
     out: list[str] = []
-    if not claim.neg_scopes:
+    if not claim.neg_scopes and not claim.soft_negation:
         # The negations of the most similar sentence, and of any cited sentence the claim
         # draws on (shares two stems found in no other cited sentence: "It does not ...").
         for f in ev.sentences:

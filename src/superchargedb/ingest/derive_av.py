@@ -27,7 +27,7 @@ import numpy as np
 
 from ..types import Locator
 from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, run_engine, run_worker
-from .derive_ocr import ocr_lines, ocr_words
+from .derive_ocr import MIN_PHOTO_CONF, ocr_lines, ocr_words
 
 MAX_UTTERANCE_S = 30.0
 TARGET_UTTERANCE_S = 12.0  # close an utterance at a sentence end once it is this long
@@ -336,7 +336,7 @@ def keyframe_text(
     run_engine(argv, limits=limits, options=options, what="ffmpeg (keyframe)")
     if not png.exists():
         return ""
-    words = ocr_words(png, limits=limits, options=options)
+    words = ocr_words(png, limits=limits, options=options, min_conf=MIN_PHOTO_CONF)
     png.unlink()
     return "\n".join(" ".join(w.text for w in line) for para in ocr_lines(words) for line in para)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
@@ -23,9 +24,11 @@ from ..types import Locator
 from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, run_engine, run_worker
 
 log = logging.getLogger(__name__)
+ALNUM = re.compile(r"[^\W_]")
 
 MAX_REGION_CHARS = 1200  # a region longer than this is split at line boundaries (embedding window)
-MIN_WORD_CONF = 20.0
+MIN_WORD_CONF = 20.0  # scans: keep doubtful words (a search may still hit them)
+MIN_PHOTO_CONF = 50.0  # photos and frames: texture read as letters is mostly low-confidence
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,12 @@ class OcrWord:
 
 
 def ocr_words(
-    image: Path, *, limits: MediaLimits, options: DeriveOptions, dpi: int | None = None
+    image: Path,
+    *,
+    limits: MediaLimits,
+    options: DeriveOptions,
+    dpi: int | None = None,
+    min_conf: float = MIN_WORD_CONF,
 ) -> list[OcrWord]:
     """Words with pixel boxes from ``tesseract <image> stdout --psm 3 tsv``."""
     argv = ["tesseract", str(image), "stdout", "-l", options.ocr_lang, "--psm", "3"]
@@ -52,7 +60,7 @@ def ocr_words(
             continue
         text = cols[11].strip()
         conf = float(cols[10])
-        if not text or conf < MIN_WORD_CONF:
+        if not text or conf < min_conf or (min_conf > MIN_WORD_CONF and not ALNUM.search(text)):
             continue
         x, y, w, h = (int(v) for v in cols[6:10])
         block, par, line = int(cols[2]), int(cols[3]), int(cols[4])
@@ -187,7 +195,12 @@ class OcrMetadataCaptioner:
     def describe(self, image_path: Path) -> ImageDescription:
         with tempfile.TemporaryDirectory(prefix="scdb-img-") as tmp:
             info = image_info(image_path, Path(tmp), limits=self.limits, options=self.options)
-            ocr = ocr_words(Path(info["ocr_path"]), limits=self.limits, options=self.options)
+            ocr = ocr_words(
+                Path(info["ocr_path"]),
+                limits=self.limits,
+                options=self.options,
+                min_conf=MIN_PHOTO_CONF,
+            )
         ocr_text = "\n".join(
             "\n".join(" ".join(w.text for w in line) for line in para) for para in ocr_lines(ocr)
         )
