@@ -32,7 +32,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from answer_cases import CASES, Case  # noqa: E402
+from answer_cases import BLIND_FIRST_RUNS, CASES, Case  # noqa: E402
 from superchargedb.answer.verify import (  # noqa: E402
     LexicalDenseChecker,
     Measurement,
@@ -167,6 +167,10 @@ def main() -> None:
             if ok != c.supported
         ],
         "timing": timings(embedder),
+        "blind_first_runs": {
+            str(r): {"caught": f"{c}/{a}", "falsely_removed": f"{x}/{g}"}
+            for r, (c, a, x, g) in BLIND_FIRST_RUNS.items()
+        },
     }
     if args.tune:
         report["tuning"] = tune(embedder, measured)
@@ -182,6 +186,11 @@ def main() -> None:
     print("\nwrong decisions:")
     for m in report["misses"]:
         print(f"  [{m['split']}] {m['kind']}: {m['sentence']}")
+    c, a, x, g = (sum(v[i] for v in BLIND_FIRST_RUNS.values()) for i in range(4))
+    print(
+        f"\nblind rounds, first runs (recorded in tests/answer_cases.py): caught {c}/{a} = "
+        f"{c / a:.1%}, false removals {x}/{g} = {x / g:.1%}"
+    )
     print("\ntiming:", report["timing"])
     if args.tune:
         print("\ntuning on TUNE:", report["tuning"])

@@ -1,9 +1,10 @@
 """Local LLM subprocess: ``python -I local_llm_worker.py <model_path> <threads> [memory_mb]``.
 
-Started by ``local_llm.LocalLlamaProvider`` (one persistent process, one request at a time), so
-a crash or an out-of-memory kill of the model cannot take the server down, and gpt4all's threads
-never share a process with onnxruntime's (DECISIONS 42). It is self-contained: it never imports
-the ``superchargedb`` package (which loads onnxruntime), so it also runs as a plain script.
+Started by ``local_llm.LocalLlamaProvider`` through ``WorkerClient`` (one persistent process,
+one request at a time), so a crash or an out-of-memory kill of the model cannot take the server
+down, and gpt4all's threads never share a process with onnxruntime's (DECISIONS 42). The module
+is self-contained: it never imports the ``superchargedb`` package (which loads onnxruntime), so
+it runs as a plain script; ``python -m superchargedb.answer.local_llm_worker`` works too.
 
 Protocol, JSON lines: on start it writes ``{"ready": true, "load_s": ...}`` (or ``{"error":
 ...}`` and exits); then for each request line ``{"id", "prompt", "max_tokens", "stop"}`` it
@@ -15,12 +16,16 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import resource
+import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 N_CTX = 4096
 N_BATCH = 128  # prompt tokens per forward pass (gpt4all's default of 8 is ~3x slower)
@@ -147,6 +152,100 @@ def main(argv: list[str]) -> int:
     proto.flush()
     serve(model, sys.stdin, proto)
     return 0
+
+
+# --------------------------------------------------------------------------- parent side
+
+
+class WorkerTimeout(Exception):
+    pass
+
+
+class WorkerError(Exception):
+    """The worker died, failed to load, or answered with an error."""
+
+
+class WorkerClient:
+    """One worker process seen from the server: JSON lines in and out, stderr tail kept."""
+
+    def __init__(self, model_path: Path, threads: int, memory_mb: int = 0) -> None:
+        # -I: a clean interpreter that never imports superchargedb (and so not onnxruntime).
+        argv = [sys.executable, "-I", str(Path(__file__).resolve()), str(model_path)]
+        self.proc = subprocess.Popen(
+            [*argv, str(threads), str(memory_mb)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            env={**os.environ, "OMP_NUM_THREADS": str(threads)},
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.err: deque[str] = deque(maxlen=8)
+        self.load_s: float | None = None
+        self._seq = 0
+        for stream, sink, eof in (
+            (self.proc.stdout, self.lines.put, True),
+            (self.proc.stderr, self.err.append, False),
+        ):
+            threading.Thread(target=_pump, args=(stream, sink, eof), daemon=True).start()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def _next(self, timeout: float) -> dict[str, Any]:
+        try:
+            line = self.lines.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            raise WorkerTimeout from None
+        if line is None:
+            rc = self.proc.wait()
+            how = f"signal {-rc}" if rc < 0 else f"exit status {rc}"
+            tail = " | ".join(x.strip() for x in self.err if x.strip())[-300:]
+            raise WorkerError(f"local model worker died ({how}): {tail or 'no output'}")
+        try:
+            return dict(json.loads(line))
+        except ValueError:
+            raise WorkerError(f"malformed worker reply: {line[:100]!r}") from None
+
+    def wait_ready(self, timeout: float) -> float:
+        """Seconds the model took to load; waits at most ``timeout`` for it."""
+        if self.load_s is None:
+            msg = self._next(timeout)
+            if "error" in msg:
+                raise WorkerError(f"local model failed to load: {msg['error']}")
+            self.load_s = float(msg.get("load_s") or 0.0)
+        return self.load_s
+
+    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+        self._seq += 1
+        deadline = time.perf_counter() + timeout
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps({**msg, "id": self._seq}) + "\n")
+            self.proc.stdin.flush()
+        except OSError:  # BrokenPipeError: it died between requests
+            self.stop()
+            raise WorkerError("local model worker died before the request") from None
+        while True:
+            reply = self._next(deadline - time.perf_counter())
+            if reply.get("id") == self._seq:
+                if "error" in reply:
+                    raise WorkerError(f"local model error: {reply['error']}")
+                return reply
+
+
+def _pump(stream: IO[str] | None, sink: Callable[[Any], None], eof: bool) -> None:
+    if stream is not None:
+        for line in stream:
+            sink(line)
+    if eof:
+        sink(None)
 
 
 if __name__ == "__main__":

@@ -268,6 +268,7 @@ _NEG_WORDS = _words(
 )
 _BOUNDARY = frozenset(",;:()!?.—–") | _words("but whereas while although though yet")
 _CLAUSE_WORDS = _words("and so because which who whereas while although though yet but")
+_CONTRAST = _words("rather instead opposed unlike")
 _NOT_UN = ("under", "uni", "unt", "unle", "unde", "unv", "unp", "unl")  # unit, until, unveil...
 _NEG_PREFIXES = ("non-", "non", "un", "in", "im", "dis", "ir", "il")
 _DIRECTIONS: list[tuple[str, frozenset[str], frozenset[str]]] = [
@@ -380,7 +381,7 @@ class Features:
     idents: tuple[str, ...] = ()
     rates: frozenset[str] = frozenset()
     neg_scopes: tuple[frozenset[str], ...] = ()
-    soft_negation: bool = False  # "instead of", "rather than", "uncatalysed"
+    soft_negation: tuple[str, ...] = ()  # "instead" (of), "rather" (than), "uncatalysed"
     affirmed: frozenset[str] = frozenset()  # stems outside every negation scope
     contrast_scopes: tuple[frozenset[str], ...] = ()  # what "rather than"/"instead of" rejects
     clauses: tuple[Clause, ...] = ()
@@ -484,12 +485,13 @@ def _is_contrast(lows: list[str], i: int) -> bool:
     return (w, nxt) in (("rather", "than"), ("instead", "of"), ("opposed", "to")) or w == "unlike"
 
 
-def _is_soft_negation(lows: list[str], i: int) -> bool:
-    """A contrast ("instead of") or an ``un-`` word ("uncatalysed"): enough to mean the
-    sentence negates something, too vague to say what."""
+def _soft_negation(lows: list[str], i: int) -> str:
+    """A contrast ("instead of") or an ``un-`` word ("uncatalysed"): enough to say that the
+    sentence negates something, too vague to say what. Returns the word, or ""."""
     w = lows[i]
-    un_word = len(w) >= 7 and w.startswith("un") and not w.startswith(_NOT_UN)
-    return un_word or _is_contrast(lows, i)
+    if _is_contrast(lows, i) or (len(w) >= 7 and w.startswith("un") and not w.startswith(_NOT_UN)):
+        return w
+    return ""
 
 
 def _is_cue(lows: list[str], i: int) -> bool:
@@ -560,7 +562,7 @@ def analyse(text: str) -> Features:
         idents=tuple(idents),
         rates=frozenset(_rates(lows)),
         neg_scopes=tuple(neg),
-        soft_negation=any(_is_soft_negation(lows, k) for k in range(len(lows))),
+        soft_negation=tuple(w for k in range(len(lows)) if (w := _soft_negation(lows, k))),
         affirmed=frozenset(x for p, v in stems.items() if p not in negated for x in v),
         contrast_scopes=tuple(_scopes(lows, stems, _is_contrast)[0]),
         clauses=tuple(_clauses(text, [m.span() for m in matches], lows, stems)),
@@ -646,7 +648,7 @@ def merge(parts: Sequence[Features]) -> Features:
         idents=tuple(n for p in parts for n in p.idents),
         rates=frozenset().union(*(p.rates for p in parts)),
         neg_scopes=tuple(s for p in parts for s in p.neg_scopes),
-        soft_negation=any(p.soft_negation for p in parts),
+        soft_negation=tuple(w for p in parts for w in p.soft_negation),
         affirmed=frozenset().union(*(p.affirmed for p in parts)),
         contrast_scopes=tuple(s for p in parts for s in p.contrast_scopes),
         clauses=tuple(c for p in parts for c in p.clauses),
@@ -709,7 +711,8 @@ def _name_in(name: str, vocab: frozenset[str]) -> bool:
 
 def _polarity_failures(claim: Features, ev: Evidence) -> list[str]:
     out: list[str] = []
-    if not claim.neg_scopes and not claim.soft_negation:
+    soft = any(w in _CONTRAST or w not in ev.cited.vocab for w in claim.soft_negation)
+    if not claim.neg_scopes and not soft:  # an un- word the passage shares is no negation
         # The negations of the most similar sentence, and of any cited sentence the claim
         # draws on (shares two stems found in no other cited sentence: "It does not ...").
         for f in ev.sentences:

@@ -232,7 +232,16 @@ def create_app(svc: Service) -> FastAPI:
     @app.post(
         "/v1/answer",
         tags=["answers"],
-        responses=ERROR_RESPONSES.subset(401, 402, 403, 413, 422),
+        responses={
+            **ERROR_RESPONSES.subset(401, 402, 403, 413, 422),
+            200: {
+                "description": "The answer (JSON), or server-sent events with stream: true",
+                "content": {
+                    "application/json": {"schema": {"type": "object"}},
+                    "text/event-stream": {"schema": {"type": "string"}},
+                },
+            },
+        },
         openapi_extra={
             **body_schema(AegisQuery),
             "description": (

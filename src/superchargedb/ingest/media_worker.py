@@ -236,8 +236,12 @@ def task_transcribe(args: dict[str, Any]) -> dict[str, Any]:
     audio = pcm.astype(np.float32) / 32768.0
     offset = start / rate
 
+    import ctranslate2
     from faster_whisper import WhisperModel
     from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+    # Temperature fallback samples: a fixed seed keeps a re-run (a retried job) identical.
+    ctranslate2.set_random_seed(0)
 
     model = WhisperModel(
         args["model_dir"],
