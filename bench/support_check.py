@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import platform
 import statistics
 import sys
@@ -118,7 +119,13 @@ def timings(embedder: Any) -> dict[str, float]:
             t0 = time.perf_counter()
             checker.check(c.sentence, c.cited, c.others)
             warm.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for c in CASES[:20]:
+        embedder.embed([c.sentence])
+    one = (time.perf_counter() - t0) / 20
     return {
+        "load_avg_1min": round(os.getloadavg()[0], 2),
+        "one_embedding_ms": round(1000 * one, 1),  # the unit cost: scale by it across machines
         "cold_ms_p50": round(1000 * statistics.median(cold), 1),
         "warm_ms_p50": round(1000 * statistics.median(warm), 1),
         "warm_ms_max": round(1000 * max(warm), 1),

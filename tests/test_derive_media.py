@@ -276,8 +276,8 @@ def test_visual_image_with_exif_and_ocr(tmp_path: Path) -> None:
     assert u.locator.box == (0.0, 0.0, 900.0, 300.0) and u.locator.page == 1
     assert {"harbour", "bridge", "tours"} <= words_of(u.text)
     assert "Canon EOS 5D" in u.text and "900x300" in u.text
-    assert u.meta["captured_at"] == "2023-06-01T10:34:56Z"
-    assert u.meta["captured_at_ms"] == 1685615696000
+    assert u.meta["captured_at"] == 1685615696000  # epoch ms (OffsetTimeOriginal applied)
+    assert u.meta["captured_at_iso"] == "2023-06-01T10:34:56Z"
 
 
 class _ChatHandler(BaseHTTPRequestHandler):
@@ -437,7 +437,7 @@ def test_video_shots_and_transcript(video: dict[str, Any]) -> None:
         assert (s.plane, s.locator.kind, s.locator.shot_idx) == ("visual", "time_range", i)
         assert abs(a - edges[i]) <= frame_ms and abs(b - edges[i + 1]) <= frame_ms
         assert s.fragment == f"#t={a // 1000}"
-        assert s.meta["captured_at"] == "2024-05-01T10:00:00Z"
+        assert s.meta["captured_at_iso"] == "2024-05-01T10:00:00Z"
         # an utterance said during the shot is in its text; one across a cut is split by word
         for u in utts:
             ua, ub = span(u)
@@ -448,7 +448,7 @@ def test_video_shots_and_transcript(video: dict[str, Any]) -> None:
     spoken = set().union(*(words_of(u.text) for u in utts))
     assert spoken == set().union(*(words_of(s.meta["transcript"]) for s in shots))
     assert {"quarterly", "review"} <= words_of(shots[2].meta["ocr_text"])
-    assert all(u.plane == "audio" and u.meta["captured_at_ms"] == 1714557600000 for u in utts)
+    assert all(u.plane == "audio" and u.meta["captured_at"] == 1714557600000 for u in utts)
 
 
 # --------------------------------------------------------------------------- bad input
@@ -488,6 +488,7 @@ def test_bad_inputs_are_clear_derivation_errors(tmp_path: Path, speech: dict[str
             derive(p, mime, modality)
         assert needle in exc.value.message, (name, exc.value.message)
         assert exc.value.code == "derivation_failed" and exc.value.http_status == 422
+        assert not exc.value.retryable
     # the wrong-type message names both the declared and the sniffed type
     p = tmp_path / "fake.mp4"
     with pytest.raises(DerivationError, match="image/png"):
@@ -518,14 +519,17 @@ def test_engine_crash_memory_and_timeout_stay_in_the_subprocess() -> None:
 
     opts, lim = DeriveOptions(), MediaLimits(timeout_s=5, memory_mb=256)
     crash = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
-    with pytest.raises(DerivationError, match="SIGSEGV"):
+    with pytest.raises(DerivationError, match="SIGSEGV") as exc:
         run_engine(crash, limits=lim, options=opts, what="crasher")
+    assert exc.value.retryable  # a crash or a timeout may pass on another try
     hog = [sys.executable, "-c", "x = bytearray(1024 * 1024 * 1024)"]
-    with pytest.raises(DerivationError, match="MemoryError"):
+    with pytest.raises(DerivationError, match="MemoryError") as exc:
         run_engine(hog, limits=lim, options=opts, what="hog")
+    assert not exc.value.retryable
     slow = [sys.executable, "-c", "import time; time.sleep(30)"]
-    with pytest.raises(DerivationError, match="timed out"):
+    with pytest.raises(DerivationError, match="timed out") as exc:
         run_engine(slow, limits=MediaLimits(timeout_s=0.5), options=opts, what="sleeper")
+    assert exc.value.retryable
     env = [sys.executable, "-c", "import os; print(os.environ['OMP_THREAD_LIMIT'])"]
     assert run_engine(env, limits=lim, options=opts, what="env").strip() == b"1"
 

@@ -175,6 +175,9 @@ class Answerer:
     def _check_llm(self, text: str, evidence: list[Evidence]) -> Draft:
         t = time.perf_counter()
         by_n = {ev.n: ev.hit["text"] for ev in evidence}
+        prime = getattr(self.checker, "prime", None)
+        if prime is not None:  # embed every passage sentence in one batch, once
+            prime(list(by_n.values()))
         draft = Draft()
         for raw in sentence_texts(text):
             clean, nums = split_markers(raw)

@@ -50,9 +50,12 @@ from superchargedb.errors import UnavailableError, ValidationError
 __all__ = [
     "CHECKERS",
     "EntailmentChecker",
+    "Evidence",
     "Features",
     "HttpNliChecker",
     "LexicalDenseChecker",
+    "Measure",
+    "Measurement",
     "Support",
     "Thresholds",
     "analyse",
@@ -225,15 +228,6 @@ _UNIT_GROUPS: list[tuple[str, float, str]] = [
 ]
 _UNITS = {w: (dim, f) for dim, f, words in _UNIT_GROUPS for w in words.split()}
 _CANONICAL = {(dim, f): words.split()[-1] for dim, f, words in reversed(_UNIT_GROUPS)}
-_TIME_NAMES = {
-    1.0: "second",
-    60.0: "minute",
-    3600.0: "hour",
-    86400.0: "day",
-    604800.0: "week",
-    2629800.0: "month",
-    31557600.0: "year",
-}
 _RATE_ADVERBS = {
     "hourly": "hour",
     "daily": "day",
@@ -377,7 +371,6 @@ class Features:
     numbers: tuple[Number, ...] = ()
     dates: tuple[Date, ...] = ()
     names: tuple[str, ...] = ()
-    name_contexts: tuple[frozenset[str], ...] = ()
     idents: tuple[str, ...] = ()
     rates: frozenset[str] = frozenset()
     neg_scopes: tuple[frozenset[str], ...] = ()
@@ -516,7 +509,7 @@ def analyse(text: str) -> Features:
     in_date = [any(a <= m.start() < b for a, b in date_spans) for m in matches]
     first_word = next((i for i, t in enumerate(toks) if t[0].isalnum()), -1)
     numbers: list[tuple[Number, int]] = []
-    names: list[tuple[str, int]] = []
+    names: list[str] = []
     idents: list[str] = []
     vocab = {_MONTH_NAMES[d[2]] for d in dates}
     stems: dict[int, tuple[str, ...]] = {}  # token position -> stems (hyphen parts apart)
@@ -546,7 +539,7 @@ def analyse(text: str) -> Features:
         if low in _STOP and not (tok[0].isupper() and low in _MONTHS and pos != first_word):
             continue  # but "in May" is a month
         if tok[0].isupper() and pos != first_word and low not in _UNITS and len(tok) > 1:
-            names.append((tok, pos))
+            names.append(tok)
         stems[pos] = tuple(dict.fromkeys(stem(p) for p in parts if p not in _STOP)) or (low,)
     words = [p for p in sorted(stems) if not any(c.isdigit() for c in stems[p][0])]
     neg, negated = _scopes(lows, stems, _is_cue)
@@ -557,8 +550,7 @@ def analyse(text: str) -> Features:
         vocab=frozenset(vocab),
         numbers=tuple(replace(n, context=_context(words, stems, p)) for n, p in numbers),
         dates=tuple(dates),
-        names=tuple(n for n, _ in names),
-        name_contexts=tuple(_context(words, stems, p, skip=p) for _, p in names),
+        names=tuple(names),
         idents=tuple(idents),
         rates=frozenset(_rates(lows)),
         neg_scopes=tuple(neg),
@@ -577,13 +569,11 @@ def analyse(text: str) -> Features:
     )
 
 
-def _context(
-    words: list[int], stems: dict[int, tuple[str, ...]], pos: int, skip: int = -1
-) -> frozenset[str]:
+def _context(words: list[int], stems: dict[int, tuple[str, ...]], pos: int) -> frozenset[str]:
     """Stems of the NUM_CONTEXT content words either side of token position ``pos``."""
     before = [p for p in words if p < pos][-NUM_CONTEXT:]
     after = [p for p in words if p > pos][:NUM_CONTEXT]
-    return frozenset(x for p in before + after if p != skip for x in stems[p])
+    return frozenset(x for p in before + after for x in stems[p])
 
 
 def _rates(lows: list[str]) -> set[str]:
@@ -644,7 +634,6 @@ def merge(parts: Sequence[Features]) -> Features:
         numbers=tuple(n for p in parts for n in p.numbers),
         dates=tuple(d for p in parts for d in p.dates),
         names=tuple(n for p in parts for n in p.names),
-        name_contexts=tuple(c for p in parts for c in p.name_contexts),
         idents=tuple(n for p in parts for n in p.idents),
         rates=frozenset().union(*(p.rates for p in parts)),
         neg_scopes=tuple(s for p in parts for s in p.neg_scopes),

@@ -238,7 +238,19 @@ def create_app(svc: Service) -> FastAPI:
                 "description": "The answer (JSON), or server-sent events with stream: true",
                 "content": {
                     "application/json": {"schema": {"type": "object"}},
-                    "text/event-stream": {"schema": {"type": "string"}},
+                    # Each event: `event:` sentence | citation | final | error, `data:` JSON.
+                    "text/event-stream": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {
+                                "event": {
+                                    "type": "string",
+                                    "enum": ["sentence", "citation", "final", "error"],
+                                },
+                                "data": {"type": "string"},
+                            },
+                        }
+                    },
                 },
             },
         },

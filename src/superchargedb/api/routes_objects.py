@@ -44,7 +44,7 @@ def register_objects(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
     @app.put(
         "/v1/objects/{key:path}",
         tags=["objects"],
-        responses=ERROR_RESPONSES.subset(401, 403, 409, 413, 422),
+        responses=ERROR_RESPONSES.subset(401, 403, 404, 409, 413, 422),
         status_code=201,
         openapi_extra={"requestBody": {"content": {"application/octet-stream": {"schema": {}}}}},
     )

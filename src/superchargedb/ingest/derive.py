@@ -45,7 +45,17 @@ class Derived:
 
 
 class DerivationError(ValidationError):
+    """Media that cannot be derived. ``retryable`` marks a timeout or an engine killed by a
+    signal, which may pass on another try; bad input fails the same way every time."""
+
     code = "derivation_failed"
+    retryable = False
+
+    @classmethod
+    def transient(cls, message: str) -> DerivationError:
+        err = cls(message)
+        err.retryable = True
+        return err
 
 
 @dataclass(frozen=True)
@@ -204,7 +214,9 @@ def run_engine(
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        raise DerivationError(f"{what} timed out after {limits.timeout_s:g} s") from None
+        raise DerivationError.transient(f"{what} timed out after {limits.timeout_s:g} s") from None
+    if proc.returncode < 0:  # killed by a signal: a crash, or the CPU-time limit
+        raise DerivationError.transient(f"{what} crashed ({describe_rc(proc.returncode)})")
     if proc.returncode != 0:
         raise DerivationError(f"{what} failed ({describe_rc(proc.returncode)}): {tail(err)}")
     return out

@@ -113,8 +113,8 @@ def captured_at(tags: dict[str, str]) -> dict[str, Any]:
     if dt.year < 1971:  # MP4 writers that leave the field zero (1904/1970) mean "unknown"
         return {}
     return {
-        "captured_at": dt.isoformat().replace("+00:00", "Z"),
-        "captured_at_ms": int(dt.timestamp() * 1000),
+        "captured_at": int(dt.timestamp() * 1000),  # epoch ms, UTC (event_at = this + t_start_ms)
+        "captured_at_iso": dt.isoformat().replace("+00:00", "Z"),
     }
 
 

@@ -210,8 +210,8 @@ class OcrMetadataCaptioner:
         meta["format"] = info["format"]
         taken = exif_time(exif)
         if taken is not None:
-            meta["captured_at"] = taken.isoformat().replace("+00:00", "Z")
-            meta["captured_at_ms"] = int(taken.timestamp() * 1000)
+            meta["captured_at"] = int(taken.timestamp() * 1000)  # epoch ms, UTC
+            meta["captured_at_iso"] = taken.isoformat().replace("+00:00", "Z")
             facts.append(f"taken {taken:%Y-%m-%d %H:%M} UTC")
         camera = " ".join(v for v in (exif.get("make"), exif.get("model")) if v)
         if camera:
