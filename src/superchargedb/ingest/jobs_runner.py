@@ -19,13 +19,27 @@ from .. import faults
 from ..auth.principals import row_to_principal
 from ..errors import SCDBError
 from ..storage.jobs import Job, JobQueue, LeaseLost
-from .derive import DerivationError, Derived, MediaLimits, derive
+from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, derive
 from .prepare import Prepared
 
 if TYPE_CHECKING:
     from .pipeline import Ingestor
 
 log = logging.getLogger(__name__)
+
+
+def options_from(settings: Any) -> DeriveOptions:
+    """Engine options from the settings (threads, ASR model, an optional HTTP captioner)."""
+    captioner = None
+    if settings.captioner_url:
+        from .derive_ocr import HttpCaptioner
+
+        captioner = HttpCaptioner(
+            settings.captioner_url, settings.captioner_model, settings.captioner_api_key
+        )
+    return DeriveOptions(
+        threads=settings.media_threads, asr_model=settings.asr_model, captioner=captioner
+    )
 
 
 def derived_hash(d: Derived, source_uri: str, mime: str, object_sha: str) -> str:
@@ -42,10 +56,17 @@ def derived_hash(d: Derived, source_uri: str, mime: str, object_sha: str) -> str
 
 
 class JobRunner:
-    def __init__(self, ingestor: Ingestor, queue: JobQueue, limits: MediaLimits) -> None:
+    def __init__(
+        self,
+        ingestor: Ingestor,
+        queue: JobQueue,
+        limits: MediaLimits,
+        options: DeriveOptions | None = None,
+    ) -> None:
         self.ingestor = ingestor
         self.queue = queue
         self.limits = limits
+        self.options = options or options_from(ingestor.svc.settings)
 
     def run_once(self) -> bool:
         """Claim and run one job; False when there was nothing to do."""
@@ -91,7 +112,7 @@ class JobRunner:
         svc = ing.svc
         pl: dict[str, Any] = job.payload
         blob = svc.blobs.path(pl["sha256"])
-        derived = derive(blob, pl["mime"], pl["modality"], limits=self.limits)
+        derived = derive(blob, pl["mime"], pl["modality"], limits=self.limits, options=self.options)
         faults.point("jobs.after_derive")
         if not derived:
             raise DerivationError("nothing could be derived from the object")
