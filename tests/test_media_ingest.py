@@ -214,3 +214,35 @@ def test_worker_killed_mid_job_is_finished_exactly_once(tmp_path, embedder):
             assert s.doctor()["ok"]
     finally:
         s.close()
+
+
+@pytest.mark.slow
+def test_audio_search_finds_the_moment(client, tmp_path):
+    """A WAV of espeak sentences with known offsets: searching a sentence returns the utterance
+    whose time range lies within 0.5 s of that sentence's true boundaries."""
+    from test_derive_media import SENTENCES, espeak_track
+
+    wav, truth = espeak_track(tmp_path)
+    key = "acme/alpha/backend/standup.wav"
+    r = client.put(
+        f"/v1/objects/{key}",
+        headers={**ALICE, "Content-Type": "audio/wav"},
+        content=wav.read_bytes(),
+    )
+    assert r.status_code == 201
+    r = client.post(
+        "/v1/ingest", headers=ALICE, json={"units": [{"source_uri": key, "mime": "audio/wav"}]}
+    )
+    job = wait_job(client, ALICE, r.json()["results"][0]["job_id"], timeout=300)
+    assert job["state"] == "done", job
+    for sentence, (start, end) in zip(SENTENCES, truth, strict=True):
+        out = client.post(
+            "/v1/search", headers=ALICE, json={"q": sentence, "planes": ["audio"], "top_k": 3}
+        ).json()
+        hit = out["hits"][0]
+        loc = hit["locator"]
+        assert hit["plane"] == "audio" and loc["kind"] == "time_range"
+        assert abs(loc["t_start_ms"] / 1000 - start) <= 0.5, (sentence, loc, start)
+        assert abs(loc["t_end_ms"] / 1000 - end) <= 0.5, (sentence, loc, end)
+        assert loc["t_end_ms"] - loc["t_start_ms"] <= 30_000
+        assert hit["link"] == f"/v1/objects/{key}#t={loc['t_start_ms'] // 1000}"
