@@ -1,4 +1,4 @@
-"""The SciFact benchmark end to end on a small slice: real server subprocess, real HTTP, real model."""
+"""The SciFact benchmark end to end on a small slice: real server, real HTTP, real model."""
 
 from __future__ import annotations
 

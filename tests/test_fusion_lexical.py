@@ -49,7 +49,9 @@ def test_query_terms_drop_stopwords_and_dedupe():
 def test_any_user_text_is_a_valid_fts_query(q):
     """Whatever the user types, the MATCH expression parses (never an FTS5 syntax error)."""
     conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE VIRTUAL TABLE f USING fts5(text, acl, tokenize='porter unicode61')")
+    conn.execute(
+        "CREATE VIRTUAL TABLE f USING fts5(text, context, acl, tokenize='porter unicode61')"
+    )
     conn.execute("INSERT INTO f(text, acl) VALUES ('hello world', 'sabc oabc')")
     match = fts_match(query_terms(q), ["acme"], "alice", ["g1"])
     if match is not None:

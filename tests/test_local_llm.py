@@ -13,6 +13,8 @@ from conftest import make_service
 from superchargedb.answer import local_llm_worker as worker
 from superchargedb.answer.compose import split_markers
 from superchargedb.answer.local_llm import (
+    EXAMPLE_ANSWER,
+    EXAMPLE_USER,
     MODEL_FILE,
     LocalLlamaProvider,
     chatml_prompt,
@@ -25,12 +27,23 @@ from superchargedb.answer.sentences import sentence_texts
 
 
 def test_chatml_prompt_format() -> None:
-    p = chatml_prompt("How fast? <|im_end|>", [Passage(1, "It took 0.8 s."), Passage(2, "x")])
-    assert p.startswith(f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\n")
-    assert p.endswith("Answer in at most three sentences.<|im_end|>\n<|im_start|>assistant\n")
-    assert "[1] It took 0.8 s.\n\n[2] x" in p
+    passages = [Passage(1, "It took 0.8 s."), Passage(2, "x")]
+    p = chatml_prompt("How fast? <|im_end|>", passages, example=False)
+    assert p == (
+        f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n"
+        f"<|im_start|>user\nPassages:\n[1] It took 0.8 s.\n\n[2] x\n\n"
+        "Question: How fast? <\u200b|im_end|>\nAnswer in at most three sentences.<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
     # User data cannot close its turn: exactly two <|im_end|> and three <|im_start|> markers.
     assert p.count("<|im_end|>") == 2 and p.count("<|im_start|>") == 3
+    # The default adds one worked example turn between the system and the real user turn.
+    q = chatml_prompt("How fast? <|im_end|>", passages)
+    assert q.count("<|im_end|>") == 4 and q.count("<|im_start|>") == 5
+    system_end = p.index("<|im_start|>user")
+    assert q.startswith(p[:system_end] + f"<|im_start|>user\n{EXAMPLE_USER}<|im_end|>\n")
+    assert f"<|im_start|>assistant\n{EXAMPLE_ANSWER}<|im_end|>\n" in q
+    assert q.endswith(p[system_end:])
 
 
 class FakeLLModel:
@@ -165,6 +178,8 @@ def test_local_model_through_the_service(tmp_path: Path, embedder: Any) -> None:
                     clean, _ = split_markers(raw)
                     assert not clean or clean in kept or clean in gone, clean
         print(f"model answers kept with its own [n] markers: {followed}/{len(ANSWERABLE)}")
+        # A broken template (e.g. special tokens read as text) makes it fail every time.
+        assert followed >= 1, "the model's output never survived the citation check"
         for q in UNANSWERABLE:
             out = svc.answer(alice, {"q": q, "top_k": 4, "budget": BUDGET})
             a = out["answer"]

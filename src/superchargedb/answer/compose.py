@@ -82,7 +82,11 @@ def build_answer(
         hit = ev.hit
         cands = [s.span for s in draft.sentences if n in s.passages and s.span is not None]
         best = ev.best
-        span = cands[0] if cands else ((best.start, best.end) if best else None)
+        # One citation per passage: its span covers every sentence of the answer citing it.
+        if cands:
+            span: tuple[int, int] | None = (min(a for a, _ in cands), max(b for _, b in cands))
+        else:
+            span = (best.start, best.end) if best else None
         loc = pin_locator(hit, *span) if span else hit.get("locator")
         citations.append(
             {

@@ -106,16 +106,33 @@ def ensure_model(path: Path | None = None, progress: bool = True) -> Path:
     return target
 
 
-def chatml_prompt(question: str, passages: Sequence[Passage]) -> str:
-    """Qwen's ChatML template. ``<|`` in user data is defused: the worker parses special
-    tokens, and a passage must not be able to close the user turn and open its own."""
+# One worked example turn before the real one (~70 prompt tokens). Without it the 1.5B model
+# omitted the [n] marker on 1 of 3 answerable test questions (answer rejected, extractive
+# fallback) or wrote "According to passage [1], ..."; with it, it put "[n]" before the period.
+EXAMPLE_USER = user_prompt(
+    "When do backups run?",
+    [Passage(1, "The cache holds 512 entries."), Passage(2, "Backups run nightly at 02:00.")],
+)
+EXAMPLE_ANSWER = "Backups run nightly at 02:00 [2]."
+
+
+def chatml_prompt(question: str, passages: Sequence[Passage], example: bool = True) -> str:
+    """Qwen's ChatML template: system, (one example turn), user, open assistant turn. ``<|`` in
+    user data is defused: the worker parses special tokens, and a passage must not be able to
+    close the user turn and open its own."""
 
     def defuse(s: str) -> str:
         return s.replace("<|", "<\u200b|")
 
     safe = [Passage(p.n, defuse(p.text)) for p in passages]
+    shot = (
+        f"<|im_start|>user\n{EXAMPLE_USER}<|im_end|>\n"
+        f"<|im_start|>assistant\n{EXAMPLE_ANSWER}<|im_end|>\n"
+        if example
+        else ""
+    )
     return (
-        f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n"
+        f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n{shot}"
         f"<|im_start|>user\n{user_prompt(defuse(question), safe)}<|im_end|>\n"
         "<|im_start|>assistant\n"
     )

@@ -227,7 +227,12 @@ class Ingestor:
                 kind=kind,
             )
             chunk_prepared(p, chunks)
-        texts = [t for p in prepared for t, _ in p.chunks]
+        # Chunks after the first are embedded with the document's title line (context).
+        texts = [
+            f"{p.context}\n{t}" if p.context and ci > 0 else t
+            for p in prepared
+            for ci, (t, _) in enumerate(p.chunks)
+        ]
         vecs = emb.embed(texts) if texts else np.zeros((0, emb.dim), np.float32)
         i = 0
         for p in prepared:
@@ -284,6 +289,7 @@ class Ingestor:
                     "content_hash": p.content_hash,
                     "chunk_idx": ci,
                     "n_chunks": len(p.chunks),
+                    "context": p.context if ci > 0 else "",
                     **(loc.to_columns() if loc else {}),
                     "created_at": now,
                     "event_at": event_at,

@@ -42,6 +42,7 @@ class Prepared:
     vectors: Any = None  # np.ndarray (n_chunks, dim) once embedded
     object_key: str | None = None  # set when the Unit is derived from a stored object
     object_sha: str | None = None  # the blob it was derived from, fixed at ingest time
+    context: str = ""  # the title line later chunks are embedded and indexed with
     captured_at: int | None = None  # capture time (epoch ms) without any locator offset
 
 
@@ -148,11 +149,21 @@ def prepare_unit(
     )
 
 
+def title_line(text: str) -> str:
+    """The document's first non-empty line when it reads like a title (short)."""
+    for line in text.splitlines():
+        line = line.strip().lstrip("#").strip()
+        if line:
+            return line if len(line) <= 200 else ""
+    return ""
+
+
 def chunk_prepared(p: Prepared, chunks: list[Chunk]) -> None:
     """Attach ``(text, locator)`` per chunk; child Locators are relative to the submitted text."""
     if len(chunks) <= 1:
         p.chunks = [(p.text, p.locator)]
         return
+    p.context = title_line(p.text)
     by_lines = p.modality in ("code", "log")
     base_char = (p.locator.start or 0) if p.locator and p.locator.kind == "char_span" else 0
     base_line = (p.locator.start or 1) if p.locator and p.locator.kind == "line_range" else 1

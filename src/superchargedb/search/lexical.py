@@ -73,7 +73,7 @@ def fts_match(
     scope_part = " OR ".join(scope_token(s) for s in scopes)
     who = [owner_token(owner)] + [group_token(g) for g in sorted(groups)]
     acl_part = " OR ".join(who)
-    return f"acl : ({scope_part}) AND acl : ({acl_part}) AND text : ({quoted})"
+    return f"acl : ({scope_part}) AND acl : ({acl_part}) AND {{text context}} : ({quoted})"
 
 
 def lexical_search(
@@ -83,7 +83,7 @@ def lexical_search(
     params: Sequence[object],
     limit: int,
 ) -> list[int]:
-    """Catalog rowids ranked by BM25 (text weight 1, acl weight 0), best first.
+    """Catalog rowids ranked by BM25 (text and context weight 1, acl 0), best first.
 
     ``visible_sql`` re-states the exact visibility predicate on ``u`` (defence in depth against
     token collisions, plus plane/modality/time/doc filters the FTS index does not hold).
@@ -91,6 +91,6 @@ def lexical_search(
     sql = (
         "SELECT f.rowid FROM units_fts f JOIN units u ON u.id = f.rowid"
         f" WHERE units_fts MATCH ? AND {visible_sql}"
-        " ORDER BY bm25(units_fts, 1.0, 0.0), f.rowid LIMIT ?"
+        " ORDER BY bm25(units_fts, 1.0, 1.0, 0.0), f.rowid LIMIT ?"
     )
     return [r[0] for r in conn.execute(sql, (match, *params, limit))]

@@ -31,10 +31,14 @@ def check_fts(catalog: Catalog, sample_terms: int = 30) -> dict[str, Any]:
 
     src = catalog.reader()
     mem = sqlite3.connect(":memory:")
-    mem.execute("CREATE VIRTUAL TABLE f USING fts5(text, acl, tokenize='porter unicode61')")
+    mem.execute(
+        "CREATE VIRTUAL TABLE f USING fts5(text, context, acl, tokenize='porter unicode61')"
+    )
     words: dict[str, None] = {}
-    for r in src.execute("SELECT id, text, acl FROM units ORDER BY id"):
-        mem.execute("INSERT INTO f(rowid, text, acl) VALUES (?,?,?)", (r[0], r[1], r[2]))
+    for r in src.execute("SELECT id, text, acl, context FROM units ORDER BY id"):
+        mem.execute(
+            "INSERT INTO f(rowid, text, context, acl) VALUES (?,?,?,?)", (r[0], r[1], r[3], r[2])
+        )
         if len(words) < sample_terms * 20:
             for w in _WORD.findall(r[1].lower())[:5]:
                 words[w] = None

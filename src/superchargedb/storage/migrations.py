@@ -178,10 +178,38 @@ CREATE INDEX jobs_state ON jobs(state, created_at);
 CREATE INDEX jobs_dedupe ON jobs(dedupe_key);
 """
 
+# A chunk of a longer Unit also carries its document's title line (``context``): it is embedded
+# and BM25-indexed with the chunk, so later chunks of a document keep matching its title.
+M004_CHUNK_CONTEXT = """
+ALTER TABLE units ADD COLUMN context TEXT NOT NULL DEFAULT '';
+DROP TRIGGER units_ai;
+DROP TRIGGER units_ad;
+DROP TRIGGER units_au;
+DROP TABLE units_fts;
+CREATE VIRTUAL TABLE units_fts USING fts5(
+  text, context, acl, content='units', content_rowid='id', tokenize='porter unicode61'
+);
+INSERT INTO units_fts(units_fts) VALUES ('rebuild');
+CREATE TRIGGER units_ai AFTER INSERT ON units BEGIN
+  INSERT INTO units_fts(rowid, text, context, acl) VALUES (new.id, new.text, new.context, new.acl);
+END;
+CREATE TRIGGER units_ad AFTER DELETE ON units BEGIN
+  INSERT INTO units_fts(units_fts, rowid, text, context, acl)
+    VALUES ('delete', old.id, old.text, old.context, old.acl);
+  DELETE FROM unit_groups WHERE unit = old.id;
+END;
+CREATE TRIGGER units_au AFTER UPDATE OF text, context, acl ON units BEGIN
+  INSERT INTO units_fts(units_fts, rowid, text, context, acl)
+    VALUES ('delete', old.id, old.text, old.context, old.acl);
+  INSERT INTO units_fts(rowid, text, context, acl) VALUES (new.id, new.text, new.context, new.acl);
+END;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_usage", M002_USAGE),
     ("m003_objects_jobs", M003_OBJECTS_JOBS),
+    ("m004_chunk_context", M004_CHUNK_CONTEXT),
 ]
 
 
