@@ -220,6 +220,10 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         m.gauge("scdb_jobs", "Derivation jobs by state (queue depth: queued)", queue_depth)
 
     def close(self) -> None:
+        for prov in self.answerer.providers:
+            closer = getattr(prov, "close", None)
+            if closer is not None:
+                closer()
         self._stop.set()
         self._wake.set()
         for t in self._workers:

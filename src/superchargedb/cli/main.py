@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import sys
 from pathlib import Path
 
@@ -58,6 +59,12 @@ def serve(
 
     configure()
     settings = Settings(data_dir=data, host=host, port=port)
+    if demo and "SCDB_ANSWER_PROVIDERS" not in os.environ:
+        # With the [llm] extra installed, the local model is first in the demo's chain.
+        from ..answer.local_llm import LocalLlamaProvider
+
+        if LocalLlamaProvider(settings.local_model_path).unavailable() is None:
+            settings.answer_providers = "local,openai"
     svc = Service(settings)
     try:
         if demo:
