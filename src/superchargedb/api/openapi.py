@@ -37,8 +37,9 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 class _Responses(dict[int, dict[str, Any]]):
     def subset(self, *codes: int) -> dict[int | str, dict[str, Any]]:
-        """The listed codes, plus what any authenticated route can answer (429, 507)."""
-        return {c: self[c] for c in (*codes, 429, 507)}
+        """The listed codes, plus what any route can answer: 404 (a path parameter the router
+        cannot match, e.g. with a newline), 429 and 507."""
+        return {c: self[c] for c in sorted({*codes, 404, 429, 507})}
 
 
 ERROR_RESPONSES = _Responses(

@@ -1,0 +1,103 @@
+"""``superchargedb bench``: retrieval quality and the side-by-side peer benchmark.
+
+Runs the scripts of the source checkout's ``bench/`` folder with this interpreter, one after the
+other, with their progress bars: ``bench/quality.py`` (our BM25 / dense / hybrid quality beside
+the published baselines) and ``bench/peers.py`` (ours vs LanceDB vs txtai, each in its own
+subprocess). Reports land in ``--out`` (default ``bench/results``) as Markdown + JSON + PNG.
+The peers need the ``bench`` extra (``scripts/install_bench.sh``); without it they are
+reported as not run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+EVAL_DIR = Path(os.environ.get("SCDB_EVAL_DIR", "/work/shared/eval"))
+QUICK_DOCS = 300
+QUICK_QUERIES = 30
+QUICK_ROUNDS = 3
+
+
+def bench_dir() -> Path:
+    """``bench/`` of the source checkout (the package is installed editable from it)."""
+    env = os.environ.get("SCDB_BENCH_DIR")
+    if env:
+        return Path(env)
+    import superchargedb
+
+    return Path(superchargedb.__file__).resolve().parents[2] / "bench"
+
+
+def _steps(
+    dataset: Path, out: Path, quick: bool, peers: bool, rounds: int | None
+) -> list[tuple[str, list[str]]]:
+    limits = (
+        ["--limit-docs", str(QUICK_DOCS), "--limit-queries", str(QUICK_QUERIES)] if quick else []
+    )
+    common = ["--dataset", str(dataset), "--out", str(out), *limits]
+    steps = [("quality", ["quality.py", *common])]
+    if peers:
+        r = rounds if rounds is not None else (QUICK_ROUNDS if quick else 5)
+        steps.append(("peers", ["peers.py", *common, "--rounds", str(r)]))
+    return steps
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def bench(
+        dataset: Path = typer.Option(
+            EVAL_DIR / "scifact", "--dataset", help="A BEIR-layout folder (corpus, queries, qrels)"
+        ),
+        quick: bool = typer.Option(
+            False,
+            "--quick",
+            help=f"At most {QUICK_DOCS} documents and {QUICK_QUERIES} queries, "
+            f"{QUICK_ROUNDS} rounds",
+        ),
+        out: Path = typer.Option(Path("bench/results"), "--out", help="Report folder"),
+        peers: bool = typer.Option(
+            True, "--peers/--no-peers", help="Also run the side-by-side peer benchmark"
+        ),
+        rounds: int = typer.Option(None, "--rounds", help="Alternating rounds (peers)"),
+    ) -> None:
+        """Benchmark retrieval quality and compare with LanceDB and txtai (Markdown/JSON/PNG)."""
+        from tqdm import tqdm
+
+        scripts = bench_dir()
+        if not (scripts / "quality.py").is_file():
+            typer.echo(
+                f"no benchmark scripts at {scripts}: `superchargedb bench` runs from a source"
+                " checkout (or set SCDB_BENCH_DIR)",
+                err=True,
+            )
+            raise typer.Exit(2)
+        if not (dataset / "corpus.jsonl").is_file():
+            typer.echo(f"{dataset} is not a BEIR folder (no corpus.jsonl)", err=True)
+            raise typer.Exit(2)
+        out.mkdir(parents=True, exist_ok=True)
+        steps = _steps(dataset, out.resolve(), quick, peers, rounds)
+        failed = []
+        with tqdm(total=len(steps), desc="bench", unit="step", file=sys.stderr) as bar:
+            for name, argv in steps:
+                bar.set_postfix_str(name)
+                t0 = time.monotonic()
+                # Children inherit stderr, so their own progress bars show below this one.
+                rc = subprocess.call([sys.executable, str(scripts / argv[0]), *argv[1:]])
+                tqdm.write(f"{name}: exit {rc} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+                if rc != 0:
+                    failed.append(name)
+                bar.update(1)
+        for name, _ in steps:
+            for ext in ("md", "json"):
+                p = out / f"{name}.{ext}"
+                if p.exists():
+                    typer.echo(f"report: {p}")
+        if failed:
+            typer.echo(f"failed: {', '.join(failed)}", err=True)
+            raise typer.Exit(1)
