@@ -36,6 +36,7 @@ without it they are reported as not run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -160,7 +161,17 @@ class Ours:
         index_s = time.perf_counter() - t0
         cache.save()
         exported = self._export(cache)
+        # The peers get ready-made chunks; ours chunks inside ingest. Time the chunker alone on
+        # the same texts (outside the measured ingest) to show that share.
+        from superchargedb.ingest.chunking import chunk_text
+
+        s = self.svc.settings
+        t0 = time.perf_counter()
+        for d in docs:
+            chunk_text(Q.unit_text(corpus[d]), self.emb, s.chunk_tokens, s.chunk_overlap_tokens)
+        chunk_s = time.perf_counter() - t0
         return {
+            "chunking_s_estimate": chunk_s,
             "docs": ing["docs"],
             "units": ing["units"],
             "ingest_s": ing["seconds"],
@@ -223,11 +234,9 @@ class Ours:
 
         from superchargedb.api.app import create_app
 
-        port = Q_free_port()
+        port = free_port()
         server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(self.svc), host="127.0.0.1", port=port, log_level="warning"
-            )
+            uvicorn.Config(create_app(self.svc), host="127.0.0.1", port=port, log_level="warning")
         )
         th = threading.Thread(target=server.run, daemon=True)
         th.start()
@@ -274,7 +283,7 @@ class Ours:
         self.svc.close()
 
 
-def Q_free_port() -> int:
+def free_port() -> int:
     import socket
 
     with socket.socket() as s:
@@ -345,9 +354,7 @@ class Lance:
         tbl.create_scalar_index("scope_u", index_type="BITMAP")
         n = tbl.count_rows()
         if n >= int(msg.get("lancedb_ann_min_rows", LANCEDB_ANN_MIN_ROWS)):
-            tbl.create_index(
-                metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ"
-            )
+            tbl.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ")
             self.ann = "IVF_HNSW_SQ (cosine)"
         else:
             self.ann = (
@@ -569,6 +576,17 @@ def child_main(system: str, work: Path) -> int:
     return 0
 
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(c: int) -> ThreadPoolExecutor:
+    """One long-lived pool per concurrency, as a server keeps its worker threads (per-thread
+    state such as our SQLite reader connections stays warm across batches)."""
+    if c not in _POOLS:
+        _POOLS[c] = ThreadPoolExecutor(max_workers=c, thread_name_prefix=f"bench-c{c}")
+    return _POOLS[c]
+
+
 def run_cell(sysobj: Any, q: Queries, msg: dict[str, Any]) -> dict[str, Any]:
     """One cell on one batch of queries: per-request latency, rankings, filter checks."""
     mode, level, c, top_k = msg["mode"], msg["filter"], int(msg["c"]), int(msg["top_k"])
@@ -591,8 +609,7 @@ def run_cell(sysobj: Any, q: Queries, msg: dict[str, Any]) -> dict[str, Any]:
     if c == 1:
         timed = [one(i) for i in range(len(reqs))]
     else:
-        with ThreadPoolExecutor(max_workers=c) as ex:
-            timed = list(ex.map(one, range(len(reqs))))
+        timed = list(_pool(c).map(one, range(len(reqs))))
     wall = time.perf_counter() - t0
     violations = 0
     n_hits = []
@@ -607,6 +624,7 @@ def run_cell(sysobj: Any, q: Queries, msg: dict[str, Any]) -> dict[str, Any]:
         "requests": len(reqs),
         "violations": violations,
         "n_hits": n_hits,
+        "rss_mb": rss_now_mb(),
     }
     if msg.get("want_docs"):
         from_first: dict[int, list[str]] = {}
@@ -649,9 +667,7 @@ class Child:
         line = self.proc.stdout.readline()
         if not line:
             self.proc.wait(timeout=30)
-            raise ChildError(
-                f"{self.system} exited ({self.proc.returncode}):\n{self.log_tail()}"
-            )
+            raise ChildError(f"{self.system} exited ({self.proc.returncode}):\n{self.log_tail()}")
         out: dict[str, Any] = json.loads(line)
         if not out.get("ok"):
             raise ChildError(f"{self.system}: {out.get('error')}\n{self.log_tail(15)}")
@@ -671,10 +687,8 @@ class Child:
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ChildError, OSError, ValueError):
                 self.call(cmd="quit")
-            except (ChildError, OSError, ValueError):
-                pass
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
@@ -695,6 +709,31 @@ def prepare_queries(
     np.save(work / "queries.npy", vecs)
     (work / "queries.json").write_text(json.dumps({"texts": texts, "buckets": buckets}))
     return {"live_ms": live_ms, "model_id": cache.model_id}
+
+
+def qmeta_texts(work: Path) -> list[str]:
+    texts: list[str] = json.loads((work / "queries.json").read_text())["texts"]
+    return texts
+
+
+def live_embedding_sample(queries: list[str], unit_texts: list[str]) -> dict[str, Any]:
+    """What embedding costs, measured here (in the parent, between phases) on a small sample:
+    per query as a search embeds it, and Units in batches as ingest does."""
+    emb = Q.live_embedder()
+    emb.embed(["warm-up"])
+    q_ms = []
+    for t in queries:
+        t0 = time.perf_counter()
+        emb.embed([t])
+        q_ms.append((time.perf_counter() - t0) * 1000)
+    t0 = time.perf_counter()
+    emb.embed(unit_texts)
+    secs = time.perf_counter() - t0
+    return {
+        "query_ms": Q.pct(q_ms),
+        "units": len(unit_texts),
+        "units_per_s": round(len(unit_texts) / secs, 2) if unit_texts else None,
+    }
 
 
 def rounds_of(n: int, rounds: int) -> list[list[int]]:
@@ -719,8 +758,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         file=sys.stderr,
     )
     work = Path(tempfile.mkdtemp(prefix="scdb-bench-peers-"))
-    log_dir = args.out / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = work / "logs"  # kept (copied to <out>/peers-logs) only if a system failed
+    log_dir.mkdir()
     qprep = prepare_queries(work, name, args.cache_dir, [queries[q] for q in qids], docs)
     # Fill the embedding cache in a separate process first, so that our measured child never
     # loads the model or embeds (a cold cache would inflate its ingest time and peak RSS).
@@ -829,10 +868,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "ingest": {
                         "seconds": round(out["ingest_s"], 3),
                         "live_embedding_s": round(out.get("live_embedding_s", 0.0), 3),
+                        "chunking_s_estimate": (
+                            round(out["chunking_s_estimate"], 3)
+                            if "chunking_s_estimate" in out
+                            else None
+                        ),
                         "docs_per_s": round(out["docs"] / ing_s, 2),
                         "units_per_s": round(out["units"] / ing_s, 2),
                     },
-                    "index_build_s": round(out["index_s"], 3),
+                    "index_build_s": round(out["index_s"], 4),
                     "index_note": out["index_note"],
                     "rss_after_load_mb": round(out["rss_after_load_mb"], 1),
                 }
@@ -840,6 +884,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if "ours" in sysrep and sysrep["ours"].get("units"):
             report["dataset"]["units"] = sysrep["ours"]["units"]
         units = load_units(work)
+        report["embedding"]["live_sample"] = live_embedding_sample(
+            list(qmeta_texts(work))[:20], units["text"].tolist()[:64]
+        )
         # -- rounds --
         batches = rounds_of(len(qids), args.rounds)
         names = list(children)
@@ -849,13 +896,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ranks: dict[str, dict[str, dict[str, list[str]]]] = {s: {} for s in names}
         viol: dict[str, dict[str, int]] = {s: {} for s in names}
         fill: dict[str, dict[str, list[float]]] = {s: {} for s in names}
+        rss_warm: dict[str, dict[str, float]] = {s: {} for s in names}
         failed: dict[str, str] = {}
-        # warm-up (not timed, not scored): lazy initialisation is not query latency
+        # Warm-up (not timed, not scored): lazy initialisation is not query latency. The
+        # concurrency-1 cells first, then concurrency 8, with the RSS after each: per-thread state
+        # (connections, caches) shows up as the difference.
         for s in names:
-            for mode, level, _ in CELLS:
-                children[s].call(
-                    cmd="search", mode=mode, filter=level, c=1, qidx=batches[0][:3], top_k=TOP_K
-                )
+            for conc in (1, 8):
+                for mode, level, c in CELLS:
+                    if c == conc:
+                        out = children[s].call(
+                            cmd="search",
+                            mode=mode,
+                            filter=level,
+                            c=c,
+                            qidx=batches[0][:3],
+                            top_k=TOP_K,
+                        )
+                        rss_warm[s][f"c{conc}"] = out["rss_mb"]
         per_bucket_units: dict[str, int] = {}
         for sc in units["scope"].tolist():
             per_bucket_units[sc] = per_bucket_units.get(sc, 0) + 1
@@ -925,9 +983,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 k: round(sum(n for n, _ in v) / sum(w for _, w in v), 2) for k, v in wall[s].items()
             }
             rep["filter_violations"] = viol[s]
-            rep["filtered_fill"] = {
-                k: round(float(np.mean(v)), 4) for k, v in fill[s].items() if v
-            }
+            rep["rss_after_warmup_mb"] = {k: round(v, 1) for k, v in rss_warm[s].items()}
+            rep["filtered_fill"] = {k: round(float(np.mean(v)), 4) for k, v in fill[s].items() if v}
             qualities: dict[str, Any] = {}
             for mode, rk in ranks[s].items():
                 rk_q = {qids[int(qi)]: docs_ for qi, docs_ in rk.items()}
@@ -942,6 +999,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ch.close()
         import shutil
 
+        if any(not rep.get("ran") for rep in sysrep.values()):
+            shutil.copytree(log_dir, args.out / "peers-logs", dirs_exist_ok=True)
+            print(f"child logs: {args.out / 'peers-logs'}", file=sys.stderr)
         shutil.rmtree(work, ignore_errors=True)
     return report
 
@@ -1068,7 +1128,16 @@ def markdown(r: dict[str, Any]) -> str:
             f" {fmt(http['http_ms']['p50'])} ms; {http['response']})."
         )
     e = r["embedding"]
-    if e.get("query_live_ms"):
+    live = e.get("live_sample")
+    if live and live.get("query_ms"):
+        lines.append(
+            f"\n**Embedding** (`{e['model']}`, live, 1 thread, measured between phases on a sample;"
+            " not in any number above): a query takes p50"
+            f" {fmt(live['query_ms']['p50'])} / p95 {fmt(live['query_ms']['p95'])} ms; Units embed"
+            f" at {fmt(live['units_per_s'])} /s ({live['units']} Units in batches of 32) — the"
+            " cost every system would add to ingest and search with this model."
+        )
+    elif e.get("query_live_ms"):
         lines.append(
             f"\n**Query embedding** (`{e['model']}`, live, one query per call, not in any number"
             f" above): p50 {fmt(e['query_live_ms']['p50'])} ms, p95"
@@ -1154,11 +1223,22 @@ def markdown(r: dict[str, Any]) -> str:
         ("version", lambda s: sysrep[s]["version"]),
         ("ingest s", lambda s: fmt(sysrep[s]["ingest"]["seconds"], 2)),
         ("of which live embedding s", lambda s: fmt(sysrep[s]["ingest"]["live_embedding_s"], 2)),
+        (
+            "ours' chunking alone, s (peers get chunks)",
+            lambda s: fmt(sysrep[s]["ingest"].get("chunking_s_estimate"), 2),
+        ),
         ("Units/s (vectors given)", lambda s: fmt(sysrep[s]["ingest"]["units_per_s"], 1)),
         ("index build s", lambda s: fmt(sysrep[s]["index_build_s"], 2)),
         ("index build is", lambda s: sysrep[s]["index_note"]),
         ("RSS after import MB", lambda s: fmt(sysrep[s]["rss_after_import_mb"], 0)),
         ("RSS after load MB", lambda s: fmt(sysrep[s]["rss_after_load_mb"], 0)),
+        (
+            "RSS after warm-up at concurrency 1 / then 8, MB",
+            lambda s: (
+                f"{fmt(sysrep[s]['rss_after_warmup_mb'].get('c1'), 0)} / "
+                f"{fmt(sysrep[s]['rss_after_warmup_mb'].get('c8'), 0)}"
+            ),
+        ),
         ("peak RSS MB", lambda s: fmt(sysrep[s]["peak_rss_mb"], 0)),
     ):
         lines.append(f"| {label} | " + " | ".join(str(fn(s)) for s in ran) + " |")
@@ -1226,10 +1306,14 @@ def plots(r: dict[str, Any], out: Path) -> list[str]:
                 label=f"{s} {mode}",
             )
             ax.annotate(
-                f"{s}/{mode}", (lat["p50"], m["ndcg@10"]), fontsize=7, xytext=(4, 3),
+                f"{s}/{mode}",
+                (lat["p50"], m["ndcg@10"]),
+                fontsize=7,
+                xytext=(4, 3),
                 textcoords="offset points",
             )
     ax.set_xscale("log")
+    ax.margins(x=0.2, y=0.1)
     ax.set_xlabel("search p50, ms (concurrency 1, log)")
     ax.set_ylabel("nDCG@10")
     ax.set_title(f"{r['dataset']['name']}: quality vs latency")

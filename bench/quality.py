@@ -364,9 +364,7 @@ def ingest_docs(
     t0 = time.perf_counter()
     for i in range(0, len(docs), BATCH):
         batch = docs[i : i + BATCH]
-        units = [
-            {"text": unit_text(corpus[d]), "doc_id": d, "scope": doc_scope(d)} for d in batch
-        ]
+        units = [{"text": unit_text(corpus[d]), "doc_id": d, "scope": doc_scope(d)} for d in batch]
         out = svc.ingest(principal, {"units": units})
         for d, res in zip(batch, out["results"], strict=True):
             if not res.get("ok"):
@@ -398,9 +396,7 @@ def pct(values: Sequence[float]) -> dict[str, float] | None:
     }
 
 
-def score(
-    rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]
-) -> dict[str, float]:
+def score(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
     from superchargedb.evaluation import mrr_at_k, ndcg_at_k, recall_at_k
 
     qids = list(rankings)
@@ -507,7 +503,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "queries": len(qids),
                     "latency_ms": {
                         "in_process": pct(wall),
-                        "excluding_embed": pct([w - e for w, e in zip(wall, embed_ms, strict=True)]),
+                        "excluding_embed": pct(
+                            [w - e for w, e in zip(wall, embed_ms, strict=True)]
+                        ),
                     },
                 }
             probe = svc.search(

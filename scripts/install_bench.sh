@@ -43,7 +43,7 @@ after=$(du -sk "$VENV" | cut -f1)
 import importlib.metadata as md
 import torch
 
-for name in ("lancedb", "pylance", "pyarrow", "txtai", "faiss-cpu", "transformers", "matplotlib"):
+for name in ("lancedb", "pyarrow", "txtai", "faiss-cpu", "transformers", "matplotlib"):
     try:
         print(f"  {name} {md.version(name)}")
     except md.PackageNotFoundError:

@@ -193,6 +193,13 @@ def check_world(svc: Service, stored: dict[str, dict], world: dict) -> None:
             }
             got = {h["unit_id"] for h in out["hits"]}
             assert got == want, (request, j, out["trace"]["cache"])
+            # Cited answers see only what search sees: every citation is readable.
+            ans = svc.answer(
+                principals[j], {"q": "shared report topic", "top_k": 5}, query_scope=request
+            )
+            cited = {c["unit_id"] for c in ans["answer"]["citations"]}
+            assert cited <= want, (request, j, cited - want)
+            assert {h["unit_id"] for h in ans["hits"]} <= want
         del eff
 
 

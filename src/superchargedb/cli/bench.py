@@ -35,11 +35,22 @@ def bench_dir() -> Path:
 
 
 def _steps(
-    dataset: Path, out: Path, quick: bool, peers: bool, rounds: int | None
+    dataset: Path,
+    out: Path,
+    quick: bool,
+    peers: bool,
+    rounds: int | None,
+    limit_docs: int | None = None,
+    limit_queries: int | None = None,
 ) -> list[tuple[str, list[str]]]:
-    limits = (
-        ["--limit-docs", str(QUICK_DOCS), "--limit-queries", str(QUICK_QUERIES)] if quick else []
-    )
+    if quick:
+        limit_docs = limit_docs or QUICK_DOCS
+        limit_queries = limit_queries or QUICK_QUERIES
+    limits = []
+    if limit_docs is not None:
+        limits += ["--limit-docs", str(limit_docs)]
+    if limit_queries is not None:
+        limits += ["--limit-queries", str(limit_queries)]
     common = ["--dataset", str(dataset), "--out", str(out), *limits]
     steps = [("quality", ["quality.py", *common])]
     if peers:
@@ -65,6 +76,8 @@ def register(app: typer.Typer) -> None:
             True, "--peers/--no-peers", help="Also run the side-by-side peer benchmark"
         ),
         rounds: int = typer.Option(None, "--rounds", help="Alternating rounds (peers)"),
+        limit_docs: int = typer.Option(None, "--limit-docs", help="Ingest at most N documents"),
+        limit_queries: int = typer.Option(None, "--limit-queries", help="Score at most N queries"),
     ) -> None:
         """Benchmark retrieval quality and compare with LanceDB and txtai (Markdown/JSON/PNG)."""
         from tqdm import tqdm
@@ -81,7 +94,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{dataset} is not a BEIR folder (no corpus.jsonl)", err=True)
             raise typer.Exit(2)
         out.mkdir(parents=True, exist_ok=True)
-        steps = _steps(dataset, out.resolve(), quick, peers, rounds)
+        steps = _steps(dataset, out.resolve(), quick, peers, rounds, limit_docs, limit_queries)
         failed = []
         with tqdm(total=len(steps), desc="bench", unit="step", file=sys.stderr) as bar:
             for name, argv in steps:
