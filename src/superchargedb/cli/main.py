@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from .admin import audit_app, keys_app
+from .bench import register as register_bench
 from .maintenance import register as register_maintenance
 from .remote import register as register_remote
 
@@ -20,6 +21,7 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(audit_app, name="audit")
 register_maintenance(app)
 register_remote(app)
+register_bench(app)
 
 
 def _is_loopback(host: str) -> bool:
