@@ -9,7 +9,9 @@ from __future__ import annotations
 import html
 import re
 import sqlite3
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -94,9 +96,45 @@ def snippet(text: str, terms: Sequence[str], width: int = 240) -> str:
     return ("…" if start > 0 else "") + window + ("…" if end < len(text) else "")
 
 
+class CandidateCache:
+    """Readable-id arrays per (plane, visibility predicate, parameters).
+
+    The parameters include the applied outbox watermark, so any write makes old entries
+    unreachable (they age out of the LRU); between writes a repeated scope/ACL combination skips
+    the catalog scan that otherwise dominates the dense leg's cost.
+    """
+
+    def __init__(self, max_ids: int = 4_000_000) -> None:
+        self.max_ids = max_ids
+        self._data: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> np.ndarray | None:
+        with self._lock:
+            arr = self._data.get(key)
+            if arr is not None:
+                self._data.move_to_end(key)
+            return arr
+
+    def put(self, key: tuple[Any, ...], arr: np.ndarray) -> None:
+        if arr.size > self.max_ids // 4:
+            return
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self._size -= old.size
+            self._data[key] = arr
+            self._size += arr.size
+            while self._size > self.max_ids and self._data:
+                _, ev = self._data.popitem(last=False)
+                self._size -= ev.size
+
+
 class Searcher:
     def __init__(self, svc: Service) -> None:
         self.svc = svc
+        self.candidates = CandidateCache()
 
     def run(
         self,
@@ -117,7 +155,9 @@ class Searcher:
             vec = self.svc.embedder.embed_query(q.q)
             trace.stages.append(Stage("embed", t.ms(), tokens=self.svc.embedder.count_tokens(q.q)))
             t = _Timer()
-            dense, plans = self._dense(conn, vec, where, params, planes, depth)
+            # ACL changes bump scope generations without new outbox ops: key on both.
+            gens = tuple(sorted(units_sql.read_generations(conn, scopes).items()))
+            dense, plans = self._dense(conn, vec, where, params, planes, depth, gens)
             trace.stages.append(Stage("vectorize", t.ms(), detail="+".join(planes) + plans))
         else:
             trace.stages.append(Stage("embed", 0.0, skipped="mode=lexical"))
@@ -175,6 +215,7 @@ class Searcher:
         params: list[object],
         planes: Sequence[str],
         depth: int,
+        gens: tuple[tuple[str, int], ...] = (),
     ) -> tuple[list[int], str]:
         """Filtered ANN per plane, merged by cosine into one list (DECISIONS 27)."""
         s = self.svc.settings
@@ -184,15 +225,20 @@ class Searcher:
         for plane in planes:
             if store.count(plane) == 0:
                 continue
-            cand = np.fromiter(
-                (
-                    r[0]
-                    for r in conn.execute(
-                        f"SELECT u.id FROM units u WHERE {where} AND u.plane = ?", (*params, plane)
-                    )
-                ),
-                dtype=np.uint64,
-            )
+            key = (plane, where, tuple(params), gens)
+            cand = self.candidates.get(key)
+            if cand is None:
+                cand = np.fromiter(
+                    (
+                        r[0]
+                        for r in conn.execute(
+                            f"SELECT u.id FROM units u WHERE {where} AND u.plane = ?",
+                            (*params, plane),
+                        )
+                    ),
+                    dtype=np.uint64,
+                )
+                self.candidates.put(key, cand)
             if cand.size == 0:
                 continue
             hits, plan = store.search_planned(
