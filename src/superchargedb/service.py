@@ -331,19 +331,37 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
             gens,
             f"{self.versions};{self.answerer.chain_version}",
         )
-        context = {"effective_scopes": scopes, "perms": sorted(principal.perms)}
-        cached = self.cache.get(key)
-        if cached is not None:
-            ms = (time.perf_counter() - t0) * 1000
-            cached["trace"] = {**cached["trace"], "cache": "hit", "total_ms": round(ms, 3)}
-            return dict(cached)
+        if (cached := self._cached(key, t0)) is not None:
+            return cached
         trace = Trace()
         hits, answer = self.answerer.answer(principal, q, scopes, planes, trace, t0)
+        return self._finish(key, hits, answer, trace, scopes, principal)
+
+    def _cached(self, key: str, t0: float) -> dict[str, Any] | None:
+        """A cached response, its trace marked as a hit with this lookup's own latency."""
+        cached = self.cache.get(key)
+        if cached is None:
+            return None
+        ms = (time.perf_counter() - t0) * 1000
+        cached["trace"] = {**cached["trace"], "cache": "hit", "total_ms": round(ms, 3)}
+        return dict(cached)
+
+    def _finish(
+        self,
+        key: str,
+        hits: list[dict[str, Any]],
+        answer: dict[str, Any] | None,
+        trace: Trace,
+        scopes: list[str],
+        principal: Principal,
+    ) -> dict[str, Any]:
+        """Record stage latencies, build the response, cache it."""
         for st in trace.stages:
             if st.skipped is None:
                 self.metrics.observe(
                     "scdb_stage_ms", "Search stage latency (ms)", st.ms, stage=st.stage
                 )
+        context = {"effective_scopes": scopes, "perms": sorted(principal.perms)}
         out = {"hits": hits, "answer": answer, "trace": trace.to_dict(), "context": context}
         self.cache.put(key, out)
         return out
@@ -376,22 +394,11 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         planes = self.query_planes(principal, q)
         gens = units_sql.read_generations(self.catalog.reader(), scopes)
         key = cache_key("search", q.model_dump(mode="json"), scopes, principal, gens, self.versions)
-        context = {"effective_scopes": scopes, "perms": sorted(principal.perms)}
-        cached = self.cache.get(key)
-        if cached is not None:
-            ms = (time.perf_counter() - t0) * 1000
-            cached["trace"] = {**cached["trace"], "cache": "hit", "total_ms": round(ms, 3)}
-            return dict(cached)
+        if (cached := self._cached(key, t0)) is not None:
+            return cached
         trace = Trace()
         hits = self.searcher.run(principal, q, scopes, planes, trace)
-        for st in trace.stages:
-            if st.skipped is None:
-                self.metrics.observe(
-                    "scdb_stage_ms", "Search stage latency (ms)", st.ms, stage=st.stage
-                )
-        out = {"hits": hits, "answer": None, "trace": trace.to_dict(), "context": context}
-        self.cache.put(key, out)
-        return out
+        return self._finish(key, hits, None, trace, scopes, principal)
 
     # -- units -----------------------------------------------------------------------------
     def _visible_row(self, principal: Principal, unit_id: str) -> Any:
