@@ -46,8 +46,6 @@ import platform
 import re
 import secrets
 import shutil
-import signal
-import socket
 import statistics
 import string
 import subprocess
@@ -64,6 +62,8 @@ from typing import Any
 import httpx
 import numpy as np
 from tqdm import tqdm
+
+from benchserver import Server, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path("/work/shared/eval/xquad-en")
@@ -249,70 +249,6 @@ def contains(haystack: str, needles: Iterable[str]) -> bool:
 
 
 # -- server ----------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """``superchargedb serve --demo`` in a subprocess; stopped with SIGTERM (then SIGKILL)."""
-
-    def __init__(self, data_dir: Path, port: int, log_path: Path, env: dict[str, str]) -> None:
-        self.data_dir, self.port, self.log_path = data_dir, port, log_path
-        self.url = f"http://127.0.0.1:{port}"
-        self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 600.0) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "superchargedb.cli.main",
-            "serve",
-            "--data",
-            str(self.data_dir),
-            "--port",
-            str(self.port),
-            "--demo",
-        ]
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
-        self.proc = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env, cwd=REPO
-        )
-        deadline = time.monotonic() + timeout
-        with httpx.Client(timeout=5.0) as c:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(
-                        f"server exited with {self.proc.returncode}:\n{self.log_tail()}"
-                    )
-                try:
-                    if c.get(f"{self.url}/readyz").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.5)
-        raise RuntimeError(f"server not ready after {timeout:.0f}s:\n{self.log_tail()}")
-
-    def log_tail(self, n: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        if self.proc is not None:
-            self._log.close()
 
 
 def server_env(thresholds: tuple[float, float, float] | None) -> dict[str, str]:

@@ -24,8 +24,6 @@ import os
 import platform
 import secrets
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,6 +37,7 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
+from benchserver import Server, free_port
 from superchargedb.evaluation import aggregate_docs, load_beir, mrr_at_k, ndcg_at_k, recall_at_k
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,77 +77,17 @@ BASELINES: list[dict[str, Any]] = [
 # -- server ----------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """``superchargedb serve --demo`` in a subprocess; stopped with SIGTERM (then SIGKILL)."""
-
-    def __init__(self, data_dir: Path, port: int, log_path: Path) -> None:
-        self.data_dir, self.port, self.log_path = data_dir, port, log_path
-        self.url = f"http://127.0.0.1:{port}"
-        self.env = {
-            **os.environ,
-            # The audit-chain key must live outside the data dir (DECISIONS 46).
-            "SCDB_AUDIT_KEY": os.environ.get("SCDB_AUDIT_KEY") or secrets.token_hex(32),
-            # top_k=1000 so that Recall@100 over *documents* is meaningful after chunk aggregation.
-            "SCDB_MAX_TOP_K": str(TOP_K),
-            # No query-embedding cache: hybrid would otherwise reuse the dense run's embeddings
-            # and report a near-zero embed stage.
-            "SCDB_EMBED_CACHE_SIZE": "0",
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 600.0) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "superchargedb.cli.main",
-            "serve",
-            "--data",
-            str(self.data_dir),
-            "--port",
-            str(self.port),
-            "--demo",
-        ]
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
-        self.proc = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env, cwd=REPO
-        )
-        deadline = time.monotonic() + timeout
-        with httpx.Client(timeout=5.0) as c:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(
-                        f"server exited with {self.proc.returncode}:\n{self.log_tail()}"
-                    )
-                try:
-                    if c.get(f"{self.url}/readyz").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.5)
-        raise RuntimeError(f"server not ready after {timeout:.0f}s:\n{self.log_tail()}")
-
-    def log_tail(self, n: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        if self.proc is not None:
-            self._log.close()
+def server_env() -> dict[str, str]:
+    return {
+        **os.environ,
+        # The audit-chain key must live outside the data dir (DECISIONS 46).
+        "SCDB_AUDIT_KEY": os.environ.get("SCDB_AUDIT_KEY") or secrets.token_hex(32),
+        # top_k=1000 so that Recall@100 over *documents* is meaningful after chunk aggregation.
+        "SCDB_MAX_TOP_K": str(TOP_K),
+        # No query-embedding cache: hybrid would otherwise reuse the dense run's embeddings
+        # and report a near-zero embed stage.
+        "SCDB_EMBED_CACHE_SIZE": "0",
+    }
 
 
 # -- selection -------------------------------------------------------------------------------
@@ -458,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
     log_dir = Path(tempfile.mkdtemp(prefix="scdb-bench-log-"))
-    server = Server(data_dir, args.port or free_port(), log_dir / "server.log")
+    server = Server(data_dir, args.port or free_port(), log_dir / "server.log", server_env())
     report: dict[str, Any] = {}
     try:
         t0 = time.perf_counter()

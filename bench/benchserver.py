@@ -1,0 +1,79 @@
+"""The benchmark server: ``superchargedb serve --demo`` in a subprocess on a free loopback port,
+stopped with SIGTERM (then SIGKILL). Shared by bench/scifact.py and bench/answers.py."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """``superchargedb serve --demo`` in a subprocess; stopped with SIGTERM (then SIGKILL)."""
+
+    def __init__(self, data_dir: Path, port: int, log_path: Path, env: dict[str, str]) -> None:
+        self.data_dir, self.port, self.log_path = data_dir, port, log_path
+        self.url = f"http://127.0.0.1:{port}"
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 600.0) -> None:
+        cmd = [
+            sys.executable,
+            "-m",
+            "superchargedb.cli.main",
+            "serve",
+            "--data",
+            str(self.data_dir),
+            "--port",
+            str(self.port),
+            "--demo",
+        ]
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env, cwd=REPO
+        )
+        deadline = time.monotonic() + timeout
+        with httpx.Client(timeout=5.0) as c:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"server exited with {self.proc.returncode}:\n{self.log_tail()}"
+                    )
+                try:
+                    if c.get(f"{self.url}/readyz").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.5)
+        raise RuntimeError(f"server not ready after {timeout:.0f}s:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        if self.proc is not None:
+            self._log.close()
