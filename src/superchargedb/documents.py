@@ -80,6 +80,27 @@ class DocumentsMixin:
     ) -> list[str]:
         raise NotImplementedError
 
+    def _listing(
+        self,
+        principal: Principal,
+        header_scope: str | None,
+        query_scope: str | None,
+        limit: int | None,
+        plane: str | None,
+        modality: str | None,
+        t_from: int | None,
+        t_to: int | None,
+    ) -> tuple[list[str], int, str, list[object], str, list[object]]:
+        """What every listing starts with: permission, clamped scopes, page size, the visibility
+        predicate and the optional filters."""
+        if not principal.has("read"):
+            raise ForbiddenError("the read permission is required")
+        scopes = self.request_scope(principal, header_scope, query_scope)
+        n = _page_size(limit)
+        vis, params = visible_sql("u", scopes, principal.name, principal.groups)
+        extra, fparams = _filters(plane, modality, t_from, t_to)
+        return scopes, n, vis, params, extra, fparams
+
     def list_docs(
         self,
         principal: Principal,
@@ -93,12 +114,9 @@ class DocumentsMixin:
         t_from: int | None = None,
         t_to: int | None = None,
     ) -> dict[str, Any]:
-        if not principal.has("read"):
-            raise ForbiddenError("the read permission is required")
-        scopes = self.request_scope(principal, header_scope, query_scope)
-        n = _page_size(limit)
-        vis, params = visible_sql("u", scopes, principal.name, principal.groups)
-        extra, fparams = _filters(plane, modality, t_from, t_to)
+        scopes, n, vis, params, extra, fparams = self._listing(
+            principal, header_scope, query_scope, limit, plane, modality, t_from, t_to
+        )
         after = decode_cursor(cursor)
         cur_sql = ""
         if after is not None:
@@ -151,12 +169,9 @@ class DocumentsMixin:
     ) -> dict[str, Any]:
         from .service import unit_dict
 
-        if not principal.has("read"):
-            raise ForbiddenError("the read permission is required")
-        scopes = self.request_scope(principal, header_scope, query_scope)
-        n = _page_size(limit)
-        vis, params = visible_sql("u", scopes, principal.name, principal.groups)
-        extra, fparams = _filters(plane, modality, t_from, t_to)
+        scopes, n, vis, params, extra, fparams = self._listing(
+            principal, header_scope, query_scope, limit, plane, modality, t_from, t_to
+        )
         if doc_id is not None:
             extra += " AND u.doc_id = ?"
             fparams.append(doc_id)
