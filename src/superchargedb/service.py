@@ -40,6 +40,7 @@ from .ratelimit import MemoryLimiter
 from .schemas import AegisQuery
 from .search.cache import ResultCache, cache_key
 from .search.hybrid import Searcher
+from .search.rerank import make_reranker
 from .settings import Settings
 from .storage import audit
 from .storage import units as units_sql
@@ -90,6 +91,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         self.cache = ResultCache(settings.cache_max_bytes)
         self.limiter = MemoryLimiter()
         self.ingestor = Ingestor(self)
+        self.reranker = make_reranker(settings)
         self.searcher = Searcher(self)
         self.versions = f"{self.embedder.model_id};rrf{settings.rrf_k};d{settings.leg_depth}"
         self.answerer = self._make_answerer()
@@ -378,7 +380,8 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
                 )
         context = {"effective_scopes": scopes, "perms": sorted(principal.perms)}
         out = {"hits": hits, "answer": answer, "trace": trace.to_dict(), "context": context}
-        self.cache.put(key, out)
+        if not any(st.degraded for st in trace.stages):
+            self.cache.put(key, out)
         return out
 
     def query_planes(self, principal: Principal, q: AegisQuery) -> list[str]:

@@ -41,6 +41,13 @@ class Settings(BaseSettings):
     checkpoint_every: int = 2000  # outbox ops between index checkpoints
     chunk_tokens: int = 240  # text chunk size (tokens) inside the 256-token window
     chunk_overlap_tokens: int = 32
+    # Optional reranker (DESIGN 6): an HTTP rerank endpoint (Cohere/Jina/vLLM/TEI style)
+    rerank_url: str | None = None
+    rerank_api: str = Field(default="cohere", pattern="^(cohere|tei)$")
+    rerank_model: str = "bge-reranker-base"
+    rerank_api_key: str | None = None
+    rerank_depth: int = 30  # fused hits sent to the reranker
+    rerank_timeout_s: float = 5.0
 
     # Objects and media jobs
     max_object_bytes: int = 512 * 1024 * 1024

@@ -133,6 +133,8 @@ class Stage:
     detail: str | None = None
     skipped: str | None = None
     tokens: Any = None
+    # A transient failure degraded this stage: the response must not be cached.
+    degraded: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"stage": self.stage, "ms": round(self.ms, 3), "neurons": 0}

@@ -23,6 +23,7 @@ from ..storage import units as units_sql
 from ..types import Locator, Principal, Stage, Trace
 from .fusion import rrf
 from .lexical import fts_match, lexical_search, query_terms
+from .rerank import rerank_stage
 
 if TYPE_CHECKING:
     from ..service import Service
@@ -174,12 +175,22 @@ class Searcher:
         t = _Timer()
         fused = rrf([dense, lexical], k=s.rrf_k)
         trace.stages.append(Stage("rrf", t.ms(), detail=f"k={s.rrf_k}"))
+        rr_rank: dict[int, int] = {}
         if q.rerank:
-            trace.stages.append(Stage("rerank", 0.0, skipped="no reranker configured"))
+            fused, stage, rr_rank = rerank_stage(
+                self.svc.reranker,
+                q.q,
+                fused,
+                lambda keys: {k: r["text"] for k, r in units_sql.fetch_rows(conn, keys).items()},
+                s.rerank_depth,
+                s.rerank_timeout_s,
+            )
+            trace.stages.append(stage)
         top = fused[: q.top_k]
         rows = units_sql.fetch_rows(conn, [k for k, _ in top])
-        # Ties in RRF are broken by unit_id (DECISIONS 27).
-        top.sort(key=lambda kv: (-kv[1], rows[kv[0]]["unit_id"] if kv[0] in rows else ""))
+        if not rr_rank:
+            # Ties in RRF are broken by unit_id (DECISIONS 27); a reranked order is kept as is.
+            top.sort(key=lambda kv: (-kv[1], rows[kv[0]]["unit_id"] if kv[0] in rows else ""))
         d_rank = {k: i for i, k in enumerate(dense, 1)}
         l_rank = {k: i for i, k in enumerate(lexical, 1)}
         hits = []
@@ -202,7 +213,8 @@ class Searcher:
                     "snippet": snippet(r["text"], terms),
                     "locator": loc.to_dict() if loc else None,
                     "link": units_sql.unit_link(r),
-                    "ranks": {"dense": d_rank.get(key), "lexical": l_rank.get(key)},
+                    "ranks": {"dense": d_rank.get(key), "lexical": l_rank.get(key)}
+                    | ({"rerank": rr_rank.get(key)} if rr_rank else {}),
                 }
             )
         return hits
