@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .localize import Evidence, pin_locator
-from .verify import Support
+from .support import Support
 
 MARKER = re.compile(r"\[(\d{1,3})\]")
 REFUSAL_TEXT = "The sources you can access do not contain an answer to this question."

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from .compose import Draft, Sentence
 from .localize import Candidate, Evidence, stems
-from .verify import Support
+from .support import Support
 
 SECOND_SENTENCE_RATIO = 0.9  # a second sentence must score at least this share of the first
 REDUNDANCY_JACCARD = 0.6
