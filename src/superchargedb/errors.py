@@ -13,6 +13,7 @@
     ├── ValidationError (422 validation_error)
     ├── RateLimitedError (429 rate_limited)
     ├── UnavailableError (503 unavailable)
+    │   └── OverloadedError (503 overloaded, retry_after: admission control)
     └── InsufficientStorageError (507 insufficient_storage)
 
 The API renders every one of them as ``{"error": {"code", "message", ...extra}}``.
@@ -96,3 +97,9 @@ class UnavailableError(SCDBError):
 class InsufficientStorageError(SCDBError):
     code = "insufficient_storage"
     http_status = 507
+
+
+class OverloadedError(UnavailableError):
+    """Admission control refused the request (bounded in-flight slots and queue are full)."""
+
+    code = "overloaded"

@@ -36,7 +36,7 @@ from .metering import Meter
 from .metrics import Metrics
 from .models.embedder import Embedder, make_embedder
 from .objects_service import ObjectsMixin
-from .ratelimit import MemoryLimiter
+from .ratelimit import RedisLimiter, make_limiter
 from .schemas import AegisQuery
 from .search.cache import ResultCache, cache_key
 from .search.hybrid import Searcher
@@ -89,7 +89,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
             self.lock.release()
             raise
         self.cache = ResultCache(settings.cache_max_bytes)
-        self.limiter = MemoryLimiter()
+        self.limiter = make_limiter(settings)
         self.ingestor = Ingestor(self)
         self.reranker = make_reranker(settings)
         self.searcher = Searcher(self)
@@ -236,6 +236,8 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
                 self.sync.checkpoint()
             audit.write_anchor(self.catalog.reader(), self.audit_key, self.audit_anchor)
         finally:
+            if isinstance(self.limiter, RedisLimiter):
+                self.limiter.close()
             self.catalog.close()
             self.lock.release()
 

@@ -94,6 +94,21 @@ class Settings(BaseSettings):
     rate_ip_burst: float = 400.0
     rate_auth_fail_per_min: float = 30.0
     cors_origins: str = ""  # comma-separated allowed origins; empty = CORS off
+    # Shared store for the buckets (redis://host:port/db); unset = in-process buckets.
+    redis_url: str | None = None
+    redis_prefix: str = "scdb:rl:"
+
+    # Admission control (admission.py): requests in flight per class (0 = unlimited), then a
+    # short queue; beyond it, or after queue_wait_s, 503 `overloaded` with Retry-After.
+    inflight_ingest: int = 2
+    inflight_search: int = 8
+    inflight_answer: int = 4
+    inflight_other: int = 16
+    queue_ingest: int = 16
+    queue_search: int = 64
+    queue_answer: int = 16
+    queue_other: int = 64
+    queue_wait_s: float = 2.0
 
     # Cache
     cache_max_bytes: int = 64 * 1024 * 1024

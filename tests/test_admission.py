@@ -1,0 +1,121 @@
+"""Admission control: bounded slots and queue per class, 503 `overloaded` with Retry-After."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import httpx
+import pytest
+
+from conftest import ALICE, LiveServer, make_service
+from superchargedb.admission import Admission, classify
+from superchargedb.errors import OverloadedError
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_classes():
+    assert classify("POST", "/v1/ingest") == "ingest"
+    assert classify("PUT", "/v1/objects/a/b.pdf") == "ingest"
+    assert classify("POST", "/v1/search") == "search"
+    assert classify("POST", "/v1/answer") == "answer"
+    assert classify("GET", "/v1/docs") == "other"
+    assert classify("GET", "/nope") == "other"
+    for probe in ("/healthz", "/readyz", "/metrics"):
+        assert classify("GET", probe) is None
+
+
+def test_slots_queue_and_refusal():
+    async def scenario():
+        adm = Admission(
+            {"ingest": (1, 1), "search": (2, 1), "answer": (1, 0), "other": (0, 0)}, 0.2
+        )
+        await adm.acquire("search")
+        await adm.acquire("search")
+        waiter = asyncio.create_task(adm.acquire("search"))  # third: queued
+        await asyncio.sleep(0.01)
+        assert adm.snapshot()["search"]["queued"] == 1
+        with pytest.raises(OverloadedError) as exc:  # fourth: the queue is full
+            await adm.acquire("search")
+        assert exc.value.code == "overloaded" and exc.value.extra["retry_after"] == 1
+        adm.release("search")  # hands the slot to the waiter
+        await waiter
+        snap = adm.snapshot()["search"]
+        assert snap == {"inflight": 2, "queued": 0, "admitted": 3, "rejected": 1}
+        # A waiter that is not served within wait_s is refused, and leaves the queue.
+        with pytest.raises(OverloadedError):
+            await adm.acquire("search")
+        assert adm.snapshot()["search"]["queued"] == 0
+        adm.release("search")
+        adm.release("search")
+        assert adm.snapshot()["search"]["inflight"] == 0
+        # Classes are independent; 0 slots means unlimited.
+        await adm.acquire("answer")
+        with pytest.raises(OverloadedError):
+            await adm.acquire("answer")
+        for _ in range(50):
+            await adm.acquire("other")
+        assert adm.snapshot()["other"]["inflight"] == 50
+
+    run(scenario())
+
+
+def test_cancelled_waiter_gives_its_slot_back():
+    async def scenario():
+        adm = Admission({n: (1, 4) for n in ("ingest", "search", "answer", "other")}, 5.0)
+        await adm.acquire("ingest")
+        w1 = asyncio.create_task(adm.acquire("ingest"))
+        w2 = asyncio.create_task(adm.acquire("ingest"))
+        await asyncio.sleep(0.01)
+        w1.cancel()  # the client went away while queued
+        await asyncio.sleep(0.01)
+        adm.release("ingest")
+        await asyncio.wait_for(w2, 1.0)  # the slot skips the cancelled waiter
+        adm.release("ingest")
+        assert adm.snapshot()["ingest"]["inflight"] == 0
+        assert adm.snapshot()["ingest"]["queued"] == 0
+
+    run(scenario())
+
+
+def test_http_overload_is_503_with_retry_after(tmp_path, embedder):
+    from superchargedb.demo import seed
+
+    s = make_service(tmp_path / "d", embedder, inflight_search=1, queue_search=0)
+    seed(s)
+    try:
+        with LiveServer(s) as srv:
+            results: list[httpx.Response] = []
+            lock = threading.Lock()
+            gate = threading.Barrier(12)
+
+            def one(i: int) -> None:
+                with httpx.Client(timeout=30) as c:
+                    gate.wait()
+                    r = c.post(
+                        srv.url + "/v1/search", headers=ALICE, json={"q": f"failover step {i}"}
+                    )
+                with lock:
+                    results.append(r)
+
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            codes = sorted(r.status_code for r in results)
+            assert set(codes) <= {200, 503} and 200 in codes and 503 in codes, codes
+            for r in results:
+                if r.status_code == 503:
+                    assert r.json()["error"]["code"] == "overloaded"
+                    assert int(r.headers["Retry-After"]) >= 1
+                    assert r.headers["X-Request-Id"]  # the outer middlewares still ran
+            # Probes are never refused, and the gauge reports the refusals.
+            m = httpx.get(srv.url + "/metrics").text
+            assert 'scdb_admission{class="search",state="rejected"}' in m
+            assert httpx.get(srv.url + "/healthz").status_code == 200
+    finally:
+        s.close()
