@@ -4,13 +4,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 
-# System packages used by the media pipeline and its test fixtures (installed when missing).
-# command -> Debian package
+# System packages used by the media pipeline, the shared rate-limit store and their tests
+# (installed when missing). command -> Debian package
 declare -A pkgs=(
   [tesseract]=tesseract-ocr
   [ffmpeg]=ffmpeg
   [ffprobe]=ffmpeg
   [espeak-ng]=espeak-ng
+  [redis-server]=redis-server
 )
 need=()
 for cmd in "${!pkgs[@]}"; do
@@ -29,4 +30,5 @@ fi
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[dev]'
+# [redis]: the client for the shared rate-limit store (SCDB_REDIS_URL; tests/test_ratelimit_redis.py)
+.venv/bin/python -m pip install -q -e '.[dev,redis]'
