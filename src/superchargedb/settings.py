@@ -99,14 +99,15 @@ class Settings(BaseSettings):
     redis_prefix: str = "scdb:rl:"
 
     # Admission control (admission.py): requests in flight per class (0 = unlimited), then a
-    # short queue; beyond it, or after queue_wait_s, 503 `overloaded` with Retry-After.
+    # short queue; beyond it, or after queue_wait_s, 503 `overloaded` with Retry-After. The
+    # work is CPU-bound: more in flight than cores only stretches every request's latency.
     inflight_ingest: int = 2
     inflight_search: int = 8
-    inflight_answer: int = 4
+    inflight_answer: int = 2
     inflight_other: int = 16
     queue_ingest: int = 16
     queue_search: int = 64
-    queue_answer: int = 16
+    queue_answer: int = 8
     queue_other: int = 64
     queue_wait_s: float = 2.0
 
