@@ -16,7 +16,7 @@ RUNBOOK = (
     "The primary region was drained before traffic moved to the standby region."
 )
 PRICING = "The team plan costs 49 dollars per seat per month with annual billing."
-STAGES = ["embed", "vectorize", "d1_fts", "rrf", "localize", "synth", "verify"]
+STAGES = ["embed", "vectorize", "d1_fts", "rrf", "hydrate", "localize", "synth", "verify"]
 
 
 @pytest.fixture

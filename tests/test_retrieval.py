@@ -83,7 +83,7 @@ def test_response_shape_trace_and_context(client, corpus):
     ):
         assert k in h
     stages = [s["stage"] for s in out["trace"]["stages"]]
-    assert stages == ["embed", "vectorize", "d1_fts", "rrf"]
+    assert stages == ["embed", "vectorize", "d1_fts", "rrf", "hydrate"]
     assert all(s["ms"] >= 0 for s in out["trace"]["stages"])
     assert out["trace"]["cache"] == "miss"
     assert out["trace"]["total_ms"] > 0

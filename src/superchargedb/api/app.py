@@ -8,6 +8,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import PurePath
 from typing import Any
 
 import orjson
@@ -43,9 +44,20 @@ SECURITY_HEADERS = {
 }
 
 
+def _json_default(o: Any) -> Any:
+    """What jsonable_encoder used to convert before routes returned Responses directly."""
+    if isinstance(o, set | frozenset):
+        return sorted(o)
+    if hasattr(o, "tolist"):  # numpy scalars and arrays
+        return o.tolist()
+    if isinstance(o, PurePath):
+        return str(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
 class OrjsonResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
+        return orjson.dumps(content, default=_json_default)
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -223,7 +235,8 @@ def create_app(svc: Service) -> FastAPI:
         x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
     ) -> Any:
         body = await body_of(request)
-        return await run_in_threadpool(svc.ingest, p, body, x_aegis_scope)
+        # A Response skips FastAPI's jsonable_encoder walk over every value (orjson does it all).
+        return OrjsonResponse(await run_in_threadpool(svc.ingest, p, body, x_aegis_scope))
 
     @app.post(
         "/v1/search",
@@ -238,7 +251,7 @@ def create_app(svc: Service) -> FastAPI:
         scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
     ) -> Any:
         body = await body_of(request)
-        return await run_in_threadpool(svc.search, p, body, x_aegis_scope, scope)
+        return OrjsonResponse(await run_in_threadpool(svc.search, p, body, x_aegis_scope, scope))
 
     @app.post(
         "/v1/answer",
@@ -283,7 +296,9 @@ def create_app(svc: Service) -> FastAPI:
         body = await body_of(request)
         stream = isinstance(body, dict) and body.get("stream") is True
         if not stream:
-            return await run_in_threadpool(svc.answer, p, body, x_aegis_scope, scope)
+            return OrjsonResponse(
+                await run_in_threadpool(svc.answer, p, body, x_aegis_scope, scope)
+            )
         # Everything that can fail with a status (401/402/403/422) and the refusal gate is
         # decided before the first byte (DECISIONS 37).
         final = await run_in_threadpool(svc.answer, p, body, x_aegis_scope, scope)

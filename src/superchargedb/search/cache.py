@@ -65,6 +65,8 @@ class ResultCache:
         return orjson.loads(raw)
 
     def put(self, key: str, value: Any) -> None:
+        if self.max_bytes <= 0:  # caching off: do not serialize for nothing
+            return
         raw = orjson.dumps(value)
         if len(raw) > self.max_bytes // 4:
             return

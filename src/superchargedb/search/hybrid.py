@@ -1,4 +1,5 @@
-"""``POST /v1/search``: embed -> vectorize (filtered ANN) -> d1_fts (BM25) -> rrf -> rerank.
+"""``POST /v1/search``: embed -> vectorize (filtered ANN) -> d1_fts (BM25) -> rrf -> rerank ->
+hydrate (hit objects and snippets).
 
 Every leg filters by the same visibility predicate (auth/acl.py) before ranking, so a Unit the
 caller cannot read never takes part in any stage, and nothing in the trace counts it.
@@ -6,12 +7,8 @@ caller cannot read never takes part in any stage, and nothing in the trace count
 
 from __future__ import annotations
 
-import html
-import re
 import sqlite3
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +17,11 @@ import numpy as np
 from ..auth.acl import visible_sql
 from ..schemas import AegisQuery
 from ..storage import units as units_sql
-from ..types import Locator, Principal, Stage, Trace
+from ..types import Principal, Stage, Trace
+from .candidates import CandidateCache, Candidates, exact_top, readable_ids, use_exact
 from .fusion import rrf
+from .hits import build_hits, fetch_hit_rows
+from .hits import snippet as snippet  # re-exported: callers import it from here
 from .lexical import fts_match, lexical_search, query_terms
 from .rerank import rerank_stage
 
@@ -82,56 +82,6 @@ def filter_sql(
     return " AND ".join(parts), params
 
 
-def snippet(text: str, terms: Sequence[str], width: int = 240) -> str:
-    """An HTML-escaped window around the first query term, terms wrapped in ``<mark>``."""
-    low = text.lower()
-    pos = min((i for t in terms if (i := low.find(t)) >= 0), default=0)
-    start = max(0, pos - width // 3)
-    end = min(len(text), start + width)
-    window = html.escape(text[start:end])
-    if terms:
-        pat = re.compile(
-            r"\b(" + "|".join(re.escape(html.escape(t)) for t in terms) + r")\w*", re.IGNORECASE
-        )
-        window = pat.sub(lambda m: f"<mark>{m.group(0)}</mark>", window)
-    return ("…" if start > 0 else "") + window + ("…" if end < len(text) else "")
-
-
-class CandidateCache:
-    """Readable-id arrays per (plane, visibility predicate, parameters).
-
-    The parameters include the applied outbox watermark, so any write makes old entries
-    unreachable (they age out of the LRU); between writes a repeated scope/ACL combination skips
-    the catalog scan that otherwise dominates the dense leg's cost.
-    """
-
-    def __init__(self, max_ids: int = 4_000_000) -> None:
-        self.max_ids = max_ids
-        self._data: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
-        self._size = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[Any, ...]) -> np.ndarray | None:
-        with self._lock:
-            arr = self._data.get(key)
-            if arr is not None:
-                self._data.move_to_end(key)
-            return arr
-
-    def put(self, key: tuple[Any, ...], arr: np.ndarray) -> None:
-        if arr.size > self.max_ids // 4:
-            return
-        with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._size -= old.size
-            self._data[key] = arr
-            self._size += arr.size
-            while self._size > self.max_ids and self._data:
-                _, ev = self._data.popitem(last=False)
-                self._size -= ev.size
-
-
 class Searcher:
     def __init__(self, svc: Service) -> None:
         self.svc = svc
@@ -186,37 +136,14 @@ class Searcher:
                 s.rerank_timeout_s,
             )
             trace.stages.append(stage)
+        t = _Timer()
         top = fused[: q.top_k]
-        rows = units_sql.fetch_rows(conn, [k for k, _ in top])
+        rows = fetch_hit_rows(conn, [k for k, _ in top])
         if not rr_rank:
             # Ties in RRF are broken by unit_id (DECISIONS 27); a reranked order is kept as is.
             top.sort(key=lambda kv: (-kv[1], rows[kv[0]]["unit_id"] if kv[0] in rows else ""))
-        d_rank = {k: i for i, k in enumerate(dense, 1)}
-        l_rank = {k: i for i, k in enumerate(lexical, 1)}
-        hits = []
-        for key, score in top:
-            r = rows.get(key)
-            if r is None:  # deleted between ranking and hydration
-                continue
-            loc = Locator.from_row(r)
-            hits.append(
-                {
-                    "unit_id": r["unit_id"],
-                    "score": round(score, 6),
-                    "plane": r["plane"],
-                    "modality": r["modality"],
-                    "doc_id": r["doc_id"],
-                    "scope": r["scope"],
-                    "source_uri": r["source_uri"],
-                    "mime": r["mime"],
-                    "text": r["text"],
-                    "snippet": snippet(r["text"], terms),
-                    "locator": loc.to_dict() if loc else None,
-                    "link": units_sql.unit_link(r),
-                    "ranks": {"dense": d_rank.get(key), "lexical": l_rank.get(key)}
-                    | ({"rerank": rr_rank.get(key)} if rr_rank else {}),
-                }
-            )
+        hits = build_hits(rows, top, dense, lexical, terms, rr_rank)
+        trace.stages.append(Stage("hydrate", t.ms(), detail=f"{len(hits)} hits"))
         return hits
 
     def _dense(
@@ -235,32 +162,29 @@ class Searcher:
         scored: list[tuple[float, int]] = []
         plans = []
         for plane in planes:
-            if store.count(plane) == 0:
+            n = store.count(plane)
+            if n == 0:
                 continue
-            key = (plane, where, tuple(params), gens)
-            cand = self.candidates.get(key)
+            ck = (plane, where, tuple(params), gens)
+            cand = self.candidates.get(ck)
             if cand is None:
-                cand = np.fromiter(
-                    (
-                        r[0]
-                        for r in conn.execute(
-                            f"SELECT u.id FROM units u WHERE {where} AND u.plane = ?",
-                            (*params, plane),
-                        )
-                    ),
-                    dtype=np.uint64,
-                )
-                self.candidates.put(key, cand)
-            if cand.size == 0:
+                cand = Candidates(readable_ids(conn, where, params, plane))
+                self.candidates.put(ck, cand)
+            if cand.ids.size == 0:
                 continue
-            hits, plan = store.search_planned(
-                plane,
-                vec,
-                depth,
-                cand,
-                exact_max=s.exact_scan_max,
-                exact_fraction=s.exact_scan_fraction,
-            )
+            hits: list[tuple[int, float]] | None = None
+            plan = "exact"
+            if use_exact(cand.ids.size, n, s.exact_scan_max, s.exact_scan_fraction):
+                hits = exact_top(store, self.candidates, ck, cand, plane, vec, depth)
+            if hits is None:
+                hits, plan = store.search_planned(
+                    plane,
+                    vec,
+                    depth,
+                    cand.ids,
+                    exact_max=s.exact_scan_max,
+                    exact_fraction=s.exact_scan_fraction,
+                )
             plans.append(plan)
             scored += [(sim, key) for key, sim in hits]
         scored.sort(key=lambda x: (-x[0], x[1]))

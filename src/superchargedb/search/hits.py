@@ -1,0 +1,133 @@
+"""Hydration: fused rowids -> hit objects (one catalog query, snippets from per-query patterns).
+
+Everything a hit needs comes from one ``SELECT ... WHERE id IN (SELECT value FROM json_each(?))``:
+one SQL text whatever the number of hits, so SQLite's statement cache keeps it prepared. The
+snippet patterns are compiled once per query, not once per hit (that was 40 % of a search).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from ..storage import units as units_sql
+from ..types import Locator
+
+HIT_COLUMNS = (
+    "id, unit_id, scope, doc_id, modality, plane, source_uri, mime, text, loc_kind, loc_start,"
+    " loc_end, t_start_ms, t_end_ms, shot_idx, page, bbox_x0, bbox_y0, bbox_x1, bbox_y1,"
+    " object_key"
+)
+_HYDRATE = f"SELECT {HIT_COLUMNS} FROM units WHERE id IN (SELECT value FROM json_each(?))"
+
+
+class Snippeter:
+    """An HTML-escaped window around the first query term, terms wrapped in ``<mark>``.
+
+    Same output as the former per-hit ``re.sub(r"\b(term|...)\w*", ..., re.IGNORECASE)``, at a
+    fraction of its cost (it was a third of a search's CPU): the pattern is compiled once per
+    query, and it runs case-sensitively over the lower-cased window, so it starts with plain
+    literals that SRE skips to with its first-character scan instead of testing a word boundary
+    and every term at every position. A match that does not start a word runs to that word's end
+    and is kept unmarked. Texts whose lower-casing changes their length take the IGNORECASE path.
+    """
+
+    def __init__(self, terms: Sequence[str], width: int = 240) -> None:
+        self.width = width
+        self.terms = list(terms)
+        alts = "|".join(re.escape(html.escape(t)) for t in self.terms)
+        self._fast = re.compile(f"(?:{alts})\\w*") if self.terms else None
+        self._slow = re.compile(f"\\b({alts})\\w*", re.IGNORECASE) if self.terms else None
+
+    def __call__(self, text: str) -> str:
+        low = text.lower()
+        pos = -1
+        for t in self.terms:  # each find stops where the best position so far begins
+            i = low.find(t, 0, len(low) if pos < 0 else pos + len(t) - 1)
+            if i >= 0:
+                pos = i
+        pos = max(pos, 0)
+        start = max(0, pos - self.width // 3)
+        end = min(len(text), start + self.width)
+        window = html.escape(text[start:end])
+        if self._fast is not None:
+            window = self._mark(window)
+        return ("…" if start > 0 else "") + window + ("…" if end < len(text) else "")
+
+    def _mark(self, window: str) -> str:
+        lw = window.lower()
+        if len(lw) != len(window):
+            assert self._slow is not None
+            return self._slow.sub(lambda m: f"<mark>{m.group(0)}</mark>", window)
+        assert self._fast is not None
+        out: list[str] = []
+        last = 0
+        for m in self._fast.finditer(lw):
+            a, b = m.span()
+            if a and _WORDCHAR.match(lw, a - 1):
+                continue  # inside a word: not a word that starts with a term
+            out += (window[last:a], "<mark>", window[a:b], "</mark>")
+            last = b
+        if not out:
+            return window
+        out.append(window[last:])
+        return "".join(out)
+
+
+_WORDCHAR = re.compile(r"\w")
+
+
+def snippet(text: str, terms: Sequence[str], width: int = 240) -> str:
+    return Snippeter(terms, width)(text)
+
+
+def fetch_hit_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, sqlite3.Row]:
+    if not rowids:
+        return {}
+    return {r["id"]: r for r in conn.execute(_HYDRATE, (orjson.dumps([int(k) for k in rowids]),))}
+
+
+def build_hits(
+    rows: dict[int, sqlite3.Row],
+    top: Sequence[tuple[int, float]],
+    dense: Sequence[int],
+    lexical: Sequence[int],
+    terms: Sequence[str],
+    rr_rank: dict[int, int],
+) -> list[dict[str, Any]]:
+    """Hit objects in ``top`` order; rows deleted since ranking are skipped."""
+    snip = Snippeter(terms)
+    d_rank = {k: i for i, k in enumerate(dense, 1)}
+    l_rank = {k: i for i, k in enumerate(lexical, 1)}
+    hits = []
+    for key, score in top:
+        r = rows.get(key)
+        if r is None:  # deleted between ranking and hydration
+            continue
+        loc = Locator.from_row(r) if r["loc_kind"] is not None else None
+        ranks: dict[str, int | None] = {"dense": d_rank.get(key), "lexical": l_rank.get(key)}
+        if rr_rank:
+            ranks["rerank"] = rr_rank.get(key)
+        hits.append(
+            {
+                "unit_id": r["unit_id"],
+                "score": round(score, 6),
+                "plane": r["plane"],
+                "modality": r["modality"],
+                "doc_id": r["doc_id"],
+                "scope": r["scope"],
+                "source_uri": r["source_uri"],
+                "mime": r["mime"],
+                "text": r["text"],
+                "snippet": snip(r["text"]),
+                "locator": loc.to_dict() if loc else None,
+                "link": units_sql.unit_link(r) if r["object_key"] else None,
+                "ranks": ranks,
+            }
+        )
+    return hits
