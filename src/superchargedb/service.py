@@ -35,6 +35,7 @@ from .ingest.prepare import pydantic_message
 from .metering import Meter
 from .metrics import Metrics
 from .models.embedder import Embedder, make_embedder
+from .models.executor import EmbedExecutor
 from .objects_service import ObjectsMixin
 from .ratelimit import RedisLimiter, make_limiter
 from .schemas import AegisQuery
@@ -67,12 +68,21 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         self.lock = DataDirLock(data)
         self.lock.acquire()
         try:
-            self.embedder = embedder or make_embedder(
-                settings.embedder,
-                max_tokens=settings.embed_max_tokens,
-                threads=settings.embed_threads,
-                batch_size=settings.embed_batch_size,
+            # Every embedding goes through one micro-batching worker (DECISIONS 42).
+            self.embedder: Embedder = EmbedExecutor(
+                embedder
+                or make_embedder(
+                    settings.embedder,
+                    max_tokens=settings.embed_max_tokens,
+                    threads=settings.embed_threads,
+                    batch_size=settings.embed_batch_size,
+                    cache_size=0,  # the executor caches query vectors
+                ),
+                max_batch=settings.embed_batch_size,
+                wait_ms=settings.embed_batch_wait_ms,
+                max_queue=settings.embed_queue_max,
                 cache_size=settings.embed_cache_size,
+                owns_inner=embedder is None,
             )
             self.catalog = Catalog(data / "catalog.db", settings.sqlite_synchronous)
             self.audit_key = audit.load_key(settings.audit_key_file)
@@ -86,6 +96,9 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
             self.sync = IndexSync(self.catalog, self.store, settings.checkpoint_every)
             self.sync.startup()
         except BaseException:
+            emb = getattr(self, "embedder", None)
+            if isinstance(emb, EmbedExecutor):
+                emb.close()
             self.lock.release()
             raise
         self.cache = ResultCache(settings.cache_max_bytes)
@@ -238,6 +251,8 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         finally:
             if isinstance(self.limiter, RedisLimiter):
                 self.limiter.close()
+            if isinstance(self.embedder, EmbedExecutor):
+                self.embedder.close()
             self.catalog.close()
             self.lock.release()
 

@@ -27,7 +27,7 @@ _HYDRATE = f"SELECT {HIT_COLUMNS} FROM units WHERE id IN (SELECT value FROM json
 
 
 class Snippeter:
-    """An HTML-escaped window around the first query term, terms wrapped in ``<mark>``.
+    r"""An HTML-escaped window around the first query term, terms wrapped in ``<mark>``.
 
     Same output as the former per-hit ``re.sub(r"\b(term|...)\w*", ..., re.IGNORECASE)``, at a
     fraction of its cost (it was a third of a search's CPU): the pattern is compiled once per
