@@ -32,6 +32,7 @@ import platform
 import random
 import secrets
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -609,6 +610,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", type=Path, default=DATA, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
+    def stop(signum: int, _frame: Any) -> None:  # run the finally below: stop the server
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     docs, queries = load_scifact(args.dataset, args.scifact_docs)
     texts = [d["text"] for d in docs]
     data_dir = Path(tempfile.mkdtemp(prefix="scdb-bench-load-"))

@@ -6,14 +6,33 @@ transaction, DECISIONS 45); one reader connection per thread, so reads never hol
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from .. import faults
 from .migrations import migrate
+
+
+class _Reader:
+    """A thread's read connection, closed when the thread ends and drops its thread-local.
+
+    Worker pools retire idle threads (anyio after 10 s): a list holding every reader ever opened
+    kept each dead thread's connection, its file handles and page cache (up to 64 MB) forever.
+    """
+
+    __slots__ = ("conn", "__weakref__")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
 
 
 def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
@@ -38,20 +57,20 @@ class Catalog:
         self._writer = _connect(path, synchronous)
         self._write_lock = threading.RLock()
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        self._readers: weakref.WeakSet[_Reader] = weakref.WeakSet()
         self._readers_lock = threading.Lock()
         migrate(self._writer)
 
     def reader(self) -> sqlite3.Connection:
         """This thread's read connection (autocommit: each statement sees the latest commit)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
+        r = getattr(self._local, "reader", None)
+        if r is None:
             conn = _connect(self.path, self._synchronous)
             conn.execute("PRAGMA query_only=ON")
-            self._local.conn = conn
+            r = self._local.reader = _Reader(conn)
             with self._readers_lock:
-                self._readers.append(conn)
-        return conn
+                self._readers.add(r)
+        return r.conn
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -95,8 +114,8 @@ class Catalog:
 
     def close(self) -> None:
         with self._readers_lock:
-            for c in self._readers:
-                c.close()
+            for r in list(self._readers):
+                r.conn.close()
             self._readers.clear()
         with self._write_lock:
             self._writer.close()
