@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from . import faults
 from .auth.acl import visible_sql
 from .errors import ForbiddenError, NotFoundError, ValidationError
 from .storage import audit
@@ -230,6 +231,7 @@ class DocumentsMixin:
             if not mine:
                 raise ForbiddenError("only the document's owner or an admin may change its ACL")
             units_sql.update_acl(conn, [int(r["id"]) for r in mine], groups)
+            faults.point("acl.after_update")
             units_sql.bump_generations(conn, {r["scope"] for r in mine})
             audit.append(
                 conn,
@@ -238,6 +240,7 @@ class DocumentsMixin:
                 "doc.acl",
                 {"doc_id": doc_id, "units": [r["unit_id"] for r in mine], "acl_groups": groups},
             )
+        faults.point("acl.after_commit")
         return {"doc_id": doc_id, "updated": len(mine), "acl_groups": groups}
 
     def put_doc(

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from . import faults
 from .auth.acl import visible_sql
 from .auth.scopes import check_scope, within_any
 from .errors import (
@@ -66,6 +67,7 @@ class ObjectsMixin:
         if existing is not None and if_match != f'"{existing["sha256"]}"':
             raise ConflictError("objects are immutable: send If-Match with the current ETag")
         sha, size = self.blobs.put(chunks, self.settings.max_object_bytes)
+        faults.point("objects.put.before_row")
         with self.catalog.write_lock(), self.catalog.write() as conn:
             conn.execute(
                 "INSERT INTO objects(key, sha256, size, content_type, scope, acl_owner, acl_groups,"
@@ -84,6 +86,7 @@ class ObjectsMixin:
                     now_ms(),
                 ),
             )
+            faults.point("objects.put.after_row")
             audit.append(
                 conn,
                 self.audit_key,
@@ -91,6 +94,7 @@ class ObjectsMixin:
                 "object.put",
                 {"key": key, "sha256": sha, "size": size},
             )
+        faults.point("objects.put.after_commit")
         return {
             "key": key,
             "sha256": sha,

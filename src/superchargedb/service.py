@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError as PydanticValidationError
 
+from . import faults
 from .answer.localize import Localizer
 from .answer.pipeline import Answerer
 from .answer.providers import ChatProvider, OpenAIChatProvider
@@ -247,6 +248,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
             self.meter.flush()
             with self.catalog.write_lock():
                 self.sync.checkpoint()
+            faults.point("service.close.after_checkpoint")
             audit.write_anchor(self.catalog.reader(), self.audit_key, self.audit_anchor)
         finally:
             if isinstance(self.limiter, RedisLimiter):
@@ -530,7 +532,9 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
                     action,
                     {"removed": [r["unit_id"] for r in gone]},
                 )
+        faults.point("delete.after_commit")
         self.sync.apply_pending()
+        faults.point("delete.after_apply")
         return gone
 
 

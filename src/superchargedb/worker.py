@@ -10,6 +10,7 @@ import logging
 import threading
 from pathlib import Path
 
+from . import faults
 from .ingest.derive import MediaLimits
 from .ingest.jobs_runner import JobRunner
 from .ingest.pipeline import Ingestor
@@ -65,6 +66,7 @@ class WorkerContext:
         done = 0
         while not stop.is_set():
             if runner.run_once():
+                faults.point("worker.after_job")
                 done += 1
                 continue
             if once:

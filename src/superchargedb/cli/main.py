@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -68,6 +69,9 @@ def serve(
         if LocalLlamaProvider(settings.local_model_path).unavailable() is None:
             settings.answer_providers = "local,openai"
     svc = Service(settings)
+    # uvicorn re-raises SIGTERM after its graceful shutdown; with the default action that kills
+    # the process before svc.close() (final checkpoint, audit anchor, usage flush) can run.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         if demo:
             from ..demo import seed

@@ -167,3 +167,4 @@ class JobRunner:
                 self.queue.complete(conn, job, {"unit_ids": ids, "units": len(ids)})
             faults.point("jobs.after_complete")
             svc.after_worker_commit()
+            faults.point("jobs.after_apply")

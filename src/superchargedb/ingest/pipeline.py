@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from .. import faults
 from ..auth.scopes import check_scope, within_any
 from ..errors import (
     ForbiddenError,
@@ -108,9 +109,12 @@ class Ingestor:
         with self.svc.catalog.write_lock():
             with self.svc.catalog.write() as conn:
                 self._check_quota(conn, principal, prepared)
+                faults.point("ingest.quota.after_check")
                 outcomes = self._write(conn, principal, texts, mode, check_quota=False)
                 queued = [self._enqueue(conn, principal, p, media[p.index][0]) for p in jobs]
+            faults.point("ingest.after_commit")
             self.svc.sync.apply_pending()
+            faults.point("ingest.after_apply")
         if queued:
             self.svc.jobs_wakeup()
         ingested = 0
@@ -196,6 +200,7 @@ class Ingestor:
             " VALUES (?,?,?,?,?)",
             (p.scope, p.doc_id, p.acl_owner, principal.name, units_sql.now_ms()),
         )
+        faults.point("ingest.enqueue.after_reserve")
         audit.append(
             conn,
             self.svc.audit_key,
@@ -300,6 +305,7 @@ class Ingestor:
                 }
                 ids.append(units_sql.insert_unit(conn, row, vec))
                 uids.append(uid)
+                faults.point("ingest.write.after_unit")
             conn.execute(
                 "INSERT OR IGNORE INTO docs(scope, doc_id, acl_owner, created_by, created_at)"
                 " VALUES (?,?,?,?,?)",
@@ -322,6 +328,7 @@ class Ingestor:
                 ]
                 if stale:
                     removed += [r["unit_id"] for r in units_sql.delete_rows(conn, stale)]
+                    faults.point("ingest.replace.after_delete")
                     touched_scopes.add(scope)
         if touched_scopes:
             units_sql.bump_generations(conn, touched_scopes)

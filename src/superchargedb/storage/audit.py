@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import faults
+
 GENESIS = "0" * 64
 
 
@@ -61,6 +63,7 @@ def append(
     conn: sqlite3.Connection, key: bytes, actor: str, action: str, record: dict[str, Any]
 ) -> str:
     """Append one record in the caller's open write transaction; returns its hash."""
+    faults.point("audit.before_append")
     row = conn.execute("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
     seq, prev = (row[0] + 1, row[1]) if row else (1, GENESIS)
     at = int(time.time() * 1000)
@@ -71,11 +74,13 @@ def append(
         " VALUES (?,?,?,?,?,?,?)",
         (seq, prev, h, at, actor, action, canonical_json(full).decode()),
     )
+    faults.point("audit.after_record")
     conn.execute(
         "INSERT INTO kv(key, value) VALUES ('audit_head', ?)"
         " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (f"{seq}:{h}",),
     )
+    faults.point("audit.after_head")
     return h
 
 
@@ -151,7 +156,9 @@ def write_anchor(conn: sqlite3.Connection, key: bytes, path: Path) -> dict[str, 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(body))
+    faults.point("audit.anchor.before_replace")
     os.replace(tmp, path)
+    faults.point("audit.anchor.after_replace")
     return body
 
 

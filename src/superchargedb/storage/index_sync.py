@@ -49,8 +49,10 @@ class IndexSync:
                     for r in rows
                 )
                 self.store.rebuild(plane, items, gc_seq)
+        faults.point("sync.replay.before")
         with self.catalog.locked():
             self._apply_after(min(self.store.durable_seq(p) for p in PLANES))
+        faults.point("sync.replay.after")
         self.checkpoint()
         self.ready = True
 
@@ -109,4 +111,5 @@ class IndexSync:
             for name, seq in durable.items():
                 conn.execute("DELETE FROM outbox WHERE plane = ? AND seq <= ?", (name, seq))
                 self.catalog.kv_set(conn, f"outbox_gc:{name}", str(seq))
+        faults.point("sync.after_gc")
         self._gc_done = durable

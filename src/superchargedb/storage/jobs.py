@@ -81,6 +81,7 @@ class JobQueue:
                 now,
             ),
         )
+        faults.point("jobs.enqueue.after_insert")
         return job_id
 
     def find(self, conn: sqlite3.Connection, dedupe_key: str) -> sqlite3.Row | None:
@@ -108,6 +109,7 @@ class JobQueue:
                 " lease_until = ?, updated_at = ? WHERE id = ? RETURNING *",
                 (token, now + self.lease_ms, now, row[0]),
             ).fetchone()
+            faults.point("jobs.claim.after_update")
         faults.point("jobs.after_claim")
         return Job(
             id=r["id"],
@@ -129,6 +131,7 @@ class JobQueue:
                 " WHERE id = ? AND lease_token = ? AND state = 'running'",
                 (_now() + self.lease_ms, progress, _now(), job.id, job.token),
             )
+            faults.point("jobs.heartbeat.after_update")
             if cur.rowcount != 1:
                 raise LeaseLost(job.id)
 
@@ -140,6 +143,7 @@ class JobQueue:
             " AND state = 'running'",
             (json.dumps(result), _now(), job.id, job.token),
         )
+        faults.point("jobs.complete.after_update")
         if cur.rowcount != 1:
             raise LeaseLost(job.id)
 
@@ -153,10 +157,12 @@ class JobQueue:
                 " updated_at = ? WHERE id = ? AND lease_token = ?",
                 (state, error[:2000], _now(), job.id, job.token),
             )
+            faults.point("jobs.fail.final" if final else "jobs.fail.requeue")
             if cur.rowcount != 1:
                 raise LeaseLost(job.id)
             if final:
                 self._release_quota(conn, job)
+        faults.point("jobs.fail.after_commit")
         return state
 
     @staticmethod
@@ -172,6 +178,7 @@ class JobQueue:
                 "DELETE FROM docs WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
                 (job.scope, doc, job.acl_owner),
             )
+            faults.point("jobs.release_quota.after_delete")
 
     def depth(self) -> dict[str, int]:
         rows = self.catalog.reader().execute("SELECT state, COUNT(*) FROM jobs GROUP BY state")

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
+from .. import faults
 from ..errors import PayloadTooLargeError, ValidationError
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._~+=@,-]{0,254}")
@@ -71,7 +72,9 @@ class FileBlobStore:
                     h.update(chunk)
                     f.write(chunk)
                 f.flush()
+                faults.point("objects.blob.after_write")
                 os.fsync(f.fileno())
+                faults.point("objects.blob.after_fsync")
             sha = h.hexdigest()
             final = self.path(sha)
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -79,6 +82,7 @@ class FileBlobStore:
                 os.unlink(tmp)
             else:
                 os.replace(tmp, final)
+                faults.point("objects.blob.after_rename")
                 dir_fd = os.open(final.parent, os.O_RDONLY)
                 try:
                     os.fsync(dir_fd)

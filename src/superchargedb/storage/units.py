@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import faults
 from ..auth.scopes import acl_tokens, ancestors
 
 UNIT_COLUMNS = (
@@ -103,6 +104,7 @@ def delete_rows(conn: sqlite3.Connection, rowids: Iterable[int]) -> list[sqlite3
             "INSERT INTO outbox(op, plane, key) VALUES ('remove', ?, ?)", (r["plane"], rid)
         )
         gone.append(r)
+        faults.point("units.delete.after_row")
     # A document with no Unit left no longer counts against its creator's quota.
     for scope, doc_id, owner in {(r["scope"], r["doc_id"], r["acl_owner"]) for r in gone}:
         left = conn.execute(

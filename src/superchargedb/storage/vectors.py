@@ -277,6 +277,7 @@ class VectorStore:
             faults.point("vectors.apply.before_remove")
             with self._rw.write():
                 removed = index.remove(np.uint64(run[0].key))  # missing key -> 0, no error
+            faults.point("vectors.apply.after_remove")
             self._tombstones[plane] += int(removed)
             self._changed[plane] = True
         else:
@@ -375,9 +376,11 @@ class VectorStore:
                     yield from zip(block.tolist(), self._fetch(old, block), strict=True)
 
             index = self._build(live(), normalized=True)
+            faults.point("vectors.compact.before_swap")
             with self._rw.write():
                 self._ix[plane] = index
             self._changed[plane], self._tombstones[plane] = True, 0
+            faults.point("vectors.compact.after_swap")
 
     # ------------------------------------------------------------------ introspection
     def applied_seq(self, plane: str) -> int:
