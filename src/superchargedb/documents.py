@@ -241,6 +241,8 @@ class DocumentsMixin:
                 {"doc_id": doc_id, "units": [r["unit_id"] for r in mine], "acl_groups": groups},
             )
         faults.point("acl.after_commit")
+        with self.catalog.write_lock():  # the derived indexes see the new ACL before the reply
+            self.sync.apply_pending()
         return {"doc_id": doc_id, "updated": len(mine), "acl_groups": groups}
 
     def put_doc(

@@ -52,6 +52,7 @@ from .storage.jobs import JobQueue
 from .storage.lock import DataDirLock
 from .storage.objects import FileBlobStore
 from .storage.reindex import stale_count
+from .storage.sparse import SparseIndex
 from .storage.vectors import VectorStore
 from .tenancy import TenancyMixin
 from .types import PLANES, TIER_PLANES, Locator, Principal, Trace
@@ -94,7 +95,10 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
                     f"{self.embedder.model_id}: run `superchargedb reindex --data {data}`"
                 )
             self.store = VectorStore(data / "index", self.embedder.dim, self.embedder.model_id)
-            self.sync = IndexSync(self.catalog, self.store, settings.checkpoint_every)
+            lexical = (
+                SparseIndex(data / "lexical") if settings.lexical_backend == "sparse" else None
+            )
+            self.sync = IndexSync(self.catalog, self.store, settings.checkpoint_every, lexical)
             self.sync.startup()
         except BaseException:
             emb = getattr(self, "embedder", None)

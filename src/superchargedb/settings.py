@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     exact_scan_fraction: float = 0.01  # ... or at most this share of the plane
     hnsw_oversample: int = 20
     checkpoint_every: int = 2000  # outbox ops between index checkpoints
+    # BM25 backend: "sparse" (derived numpy index, FTS5's ranking) or "fts5" (FTS5 queries)
+    lexical_backend: str = Field(default="sparse", pattern="^(sparse|fts5)$")
     chunk_tokens: int = 240  # text chunk size (tokens) inside the 256-token window
     chunk_overlap_tokens: int = 32
     # Optional reranker (DESIGN 6): an HTTP rerank endpoint (Cohere/Jina/vLLM/TEI style)

@@ -22,7 +22,7 @@ from .candidates import CandidateCache, Candidates, exact_top, readable_ids, use
 from .fusion import rrf
 from .hits import build_hits, fetch_hit_rows
 from .hits import snippet as snippet  # re-exported: callers import it from here
-from .lexical import fts_match, lexical_search, query_terms
+from .lexical import LexicalLeg, query_terms
 from .rerank import rerank_stage
 
 if TYPE_CHECKING:
@@ -86,6 +86,7 @@ class Searcher:
     def __init__(self, svc: Service) -> None:
         self.svc = svc
         self.candidates = CandidateCache()
+        self.lexical = LexicalLeg(svc.settings.lexical_backend, svc.sync.lexical, lambda: svc.ready)
 
     def run(
         self,
@@ -116,10 +117,10 @@ class Searcher:
         terms = query_terms(q.q)
         if q.mode in ("hybrid", "lexical"):
             t = _Timer()
-            match = fts_match(terms, scopes, principal.name, principal.groups)
-            if match is not None:
-                lexical = lexical_search(conn, match, where, params, depth)
-            trace.stages.append(Stage("d1_fts", t.ms(), detail=f"{len(terms)} terms"))
+            lexical, backend = self.lexical.search(
+                conn, q, terms, scopes, principal, planes, where, params, depth
+            )
+            trace.stages.append(Stage("d1_fts", t.ms(), detail=f"{len(terms)} terms, {backend}"))
         else:
             trace.stages.append(Stage("d1_fts", 0.0, skipped="mode=dense"))
         t = _Timer()

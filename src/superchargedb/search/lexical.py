@@ -1,7 +1,18 @@
-"""The lexical leg: FTS5 BM25 over the catalog with scope/ACL pushdown (DECISIONS 23, 24).
+"""The lexical leg: BM25 over the caller's readable Units (DECISIONS 23, 24; D-1xx).
 
-User text never reaches FTS5 syntax: the query is an OR of double-quoted ``\\w+`` tokens minus the
-Lucene stopwords, AND-ed with the caller's hashed ACL tokens in the weight-0 ``acl`` column.
+Two backends give the same ranking (``SCDB_LEXICAL_BACKEND``):
+
+* ``fts5``: FTS5 over the catalog. User text never reaches FTS5 syntax: the query is an OR of
+  double-quoted ``\\w+`` tokens minus the Lucene stopwords, AND-ed with the caller's hashed ACL
+  tokens in the weight-0 ``acl`` column.
+* ``sparse`` (default): the derived index of ``storage/sparse.py`` scored in numpy
+  (``sparse_search.py``) over a visibility mask, the same OR of the same terms with FTS5's own
+  tokens and FTS5's ``bm25()``. A query term that FTS5 reads as a multi-token phrase (``err_7731``
+  is the phrase "err 7731") needs token positions, which the derived index does not keep: such a
+  query, and any search while the index is not ready, is answered by FTS5.
+
+Either way the exact visibility predicate is re-stated in SQL on what is returned (defence in
+depth, plus the filters the index does not hold: time, doc ids, applied watermark).
 """
 
 from __future__ import annotations
@@ -9,8 +20,20 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ..auth.scopes import group_token, owner_token, scope_token
+import numpy as np
+
+from ..auth import scopes as scopes_mod
+from ..auth.scopes import group_token, owner_token, scope_token, within_any
+from ..types import Principal
+
+if TYPE_CHECKING:
+    from ..schemas import AegisQuery
+    from ..storage.sparse import Signature, SparseIndex
+    from .sparse_search import SparseSearcher
+
+BACKENDS = ("sparse", "fts5")
 
 # Lucene's English stopword set (what the published BM25 baselines use).
 STOPWORDS = frozenset(
@@ -94,3 +117,139 @@ def lexical_search(
         " ORDER BY bm25(units_fts, 1.0, 1.0, 0.0), f.rowid LIMIT ?"
     )
     return [r[0] for r in conn.execute(sql, (match, *params, limit))]
+
+
+def _modalities(q: AegisQuery) -> list[str]:
+    """The modality restriction of ``hybrid.filter_sql`` (empty: any)."""
+    f = q.filters
+    mods = list(q.modalities or [])
+    if f is not None and f.modalities():
+        mods = [m for m in f.modalities() or [] if not q.modalities or m in q.modalities] or ["\0"]
+    return mods
+
+
+class LexicalLeg:
+    """The lexical leg of a search, on the configured backend."""
+
+    def __init__(self, backend: str, index: SparseIndex | None, ready: Any = None) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown lexical backend {backend!r}; choose from {BACKENDS}")
+        self.backend = backend if index is not None else "fts5"
+        self.index = index
+        self._ready = ready  # callable: False while the derived index is rebuilt or replayed
+        self._searcher: SparseSearcher | None = None
+        if index is not None:
+            from .sparse_search import SparseSearcher
+
+            self._searcher = SparseSearcher(index)
+
+    def search(
+        self,
+        conn: sqlite3.Connection,
+        q: AegisQuery,
+        terms: Sequence[str],
+        scopes: Sequence[str],
+        principal: Principal,
+        planes: Sequence[str],
+        where: str,
+        params: Sequence[object],
+        limit: int,
+    ) -> tuple[list[int], str]:
+        """Catalog rowids best first, and the backend that answered (for the trace)."""
+        if not terms:
+            return [], self.backend
+        sp = self._searcher
+        if sp is None or (self._ready is not None and not self._ready()):
+            return self._fts(conn, terms, scopes, principal, where, params, limit), "fts5"
+        phrases = [sp.ix.tok.tokens(t) for t in terms]
+        if any(len(p) > 1 for p in phrases):
+            return self._fts(conn, terms, scopes, principal, where, params, limit), "fts5 (phrase)"
+        return self._sparse(sp, conn, q, phrases, scopes, principal, planes, where, params, limit)
+
+    @staticmethod
+    def _fts(
+        conn: sqlite3.Connection,
+        terms: Sequence[str],
+        scopes: Sequence[str],
+        principal: Principal,
+        where: str,
+        params: Sequence[object],
+        limit: int,
+    ) -> list[int]:
+        match = fts_match(terms, scopes, principal.name, principal.groups)
+        return [] if match is None else lexical_search(conn, match, where, params, limit)
+
+    def _sparse(
+        self,
+        sp: SparseSearcher,
+        conn: sqlite3.Connection,
+        q: AegisQuery,
+        phrases: list[list[str]],
+        scopes: Sequence[str],
+        principal: Principal,
+        planes: Sequence[str],
+        where: str,
+        params: Sequence[object],
+        limit: int,
+    ) -> tuple[list[int], str]:
+        f = q.filters
+        mods = frozenset(_modalities(q))
+        f_owner = f.acl.owner if f is not None and f.acl is not None else None
+        f_groups = frozenset(f.acl.groups or []) if f is not None and f.acl is not None else None
+        groups = frozenset(principal.groups)
+        plane_set = frozenset(planes)
+        scope_t = tuple(scopes)
+
+        def pred(s: Signature) -> bool:
+            scope, plane, modality, owner, sig_groups = s
+            return (
+                plane in plane_set
+                and (not mods or modality in mods)
+                and (owner == principal.name or not groups.isdisjoint(sig_groups))
+                and (f_owner is None or owner == f_owner)
+                and (not f_groups or not f_groups.isdisjoint(sig_groups))
+                and within_any(scope, scope_t)
+            )
+
+        key = (
+            scope_t,
+            principal.name,
+            groups,
+            plane_set,
+            mods,
+            f_owner,
+            f_groups,
+            frozenset(scopes_mod.MUTATIONS),  # test-only switches change the predicate
+        )
+        detail = "sparse"
+        only: np.ndarray | None = None
+        if f is not None and (f.doc_ids() or f.time is not None):
+            # Filters the index does not hold (doc ids, time): the catalog's readable ids.
+            rows = conn.execute(f"SELECT u.id FROM units u WHERE {where}", params)
+            only = np.fromiter((r[0] for r in rows), dtype=np.int64)
+            detail = "sparse (catalog filter)"
+        fetch = limit
+        while True:
+            with sp.ix.rw.read():
+                mask = sp.mask(key, pred)
+                if only is not None:
+                    allowed = np.zeros(len(mask), dtype=bool)
+                    allowed[only[only < len(mask)]] = True
+                    mask = mask & allowed
+                tids = [sp.term_id(p[0]) if p else None for p in phrases]
+                top = sp.topk(tids, mask, fetch)
+            if not top:
+                return [], detail
+            marks = ",".join("?" * len(top))
+            ok = {
+                r[0]
+                for r in conn.execute(
+                    f"SELECT u.id FROM units u WHERE u.id IN ({marks}) AND {where}",
+                    (*top, *params),
+                )
+            }
+            kept = [i for i in top if i in ok]
+            # Something in the index was newer than the caller's watermark, or stale: fetch more.
+            if len(kept) >= limit or len(top) < fetch or fetch >= 16 * limit:
+                return kept[:limit], detail
+            fetch *= 4

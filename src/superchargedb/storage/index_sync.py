@@ -3,7 +3,9 @@
 Outbox rows are written in each Unit's transaction; the owner applies them in memory before the
 acknowledgement, checkpoints index files whose name carries the watermark, and on start replays
 everything after each plane's durable watermark (or rebuilds a plane from the catalog's f16
-embeddings when its file is gone and the outbox was already compacted).
+embeddings when its file is gone and the outbox was already compacted). The derived lexical
+index (``storage/sparse.py``, when that backend is on) follows the same ops and watermark rules;
+outbox rows are compacted only once both indexes made them durable.
 """
 
 from __future__ import annotations
@@ -16,15 +18,23 @@ import numpy as np
 from .. import faults
 from ..types import PLANES
 from .catalog import Catalog
+from .sparse import SparseIndex
 from .vectors import VectorOp, VectorStore
 
 log = logging.getLogger(__name__)
 
 
 class IndexSync:
-    def __init__(self, catalog: Catalog, store: VectorStore, checkpoint_every: int) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        store: VectorStore,
+        checkpoint_every: int,
+        lexical: SparseIndex | None = None,
+    ) -> None:
         self.catalog = catalog
         self.store = store
+        self.lexical = lexical
         self.checkpoint_every = checkpoint_every
         self.applied_seq = 0  # every outbox op up to here is applied in memory
         self._since_checkpoint = 0
@@ -49,17 +59,27 @@ class IndexSync:
                     for r in rows
                 )
                 self.store.rebuild(plane, items, gc_seq)
+        replay_from = min(self.store.durable_seq(p) for p in PLANES)
+        if self.lexical is not None:
+            lex_seq = self.lexical.load()
+            gc_max = max(self._gc_done.values(), default=0)
+            if lex_seq < gc_max:
+                log.warning("rebuilding the lexical index from the catalog")
+                self.lexical.rebuild(conn, gc_max)
+            replay_from = min(replay_from, self.lexical.applied)
         faults.point("sync.replay.before")
         with self.catalog.locked():
-            self._apply_after(min(self.store.durable_seq(p) for p in PLANES))
+            self._apply_after(replay_from)
         faults.point("sync.replay.after")
         self.checkpoint()
         self.ready = True
 
-    def apply_pending(self) -> None:
-        """Apply every outbox op not yet applied; call with the catalog write lock held."""
+    def apply_pending(self, checkpoint: bool = True) -> None:
+        """Apply every outbox op not yet applied; call with the catalog write lock held.
+
+        ``checkpoint=False`` (bulk import) leaves the checkpoint to the caller."""
         self._apply_after(self.applied_seq)
-        if self._since_checkpoint >= self.checkpoint_every:
+        if checkpoint and self._since_checkpoint >= self.checkpoint_every:
             self.checkpoint()
 
     def _apply_after(self, after: int) -> None:
@@ -71,6 +91,8 @@ class IndexSync:
             # Nothing pending: every committed op (compacted ones included) is applied.
             top = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
             self.applied_seq = max(self.applied_seq, int(top[0]) if top else 0, after)
+            if self.lexical is not None:
+                self.lexical.advance(self.applied_seq)
             return
         add_keys = [r["key"] for r in ops_rows if r["op"] == "add"]
         vecs: dict[int, np.ndarray] = {}
@@ -91,6 +113,8 @@ class IndexSync:
         ]
         faults.point("sync.before_apply")
         self.store.apply(ops)
+        if self.lexical is not None:
+            self.lexical.apply(conn, [(o.seq, o.op, o.key) for o in ops])
         faults.point("sync.after_apply")
         top = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
         self.applied_seq = max(self.applied_seq, ops[-1].seq, int(top[0]) if top else 0)
@@ -102,9 +126,13 @@ class IndexSync:
             if self.store.needs_compaction(plane):  # usearch never reclaims tombstones
                 self.store.compact(plane)
         self.store.checkpoint()
+        if self.lexical is not None:
+            self.lexical.checkpoint()
         faults.point("sync.after_checkpoint")
         self._since_checkpoint = 0
         durable: dict[str, int] = {p: self.store.durable_seq(p) for p in PLANES}
+        if self.lexical is not None:
+            durable = {p: min(s, self.lexical.durable) for p, s in durable.items()}
         if durable == self._gc_done:
             return
         with self.catalog.write() as conn:

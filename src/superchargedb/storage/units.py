@@ -78,8 +78,13 @@ def insert_unit(conn: sqlite3.Connection, row: dict[str, Any], vector: np.ndarra
 
 
 def update_acl(conn: sqlite3.Connection, rowids: Sequence[int], groups: list[str]) -> None:
+    """Re-permission Units in place; an outbox ``add`` of the same key tells the derived indexes
+    (a no-op for the vector index, which already holds the key; the lexical index re-reads the
+    ACL)."""
     for rid in rowids:
-        r = conn.execute("SELECT scope, acl_owner FROM units WHERE id = ?", (rid,)).fetchone()
+        r = conn.execute(
+            "SELECT scope, acl_owner, plane FROM units WHERE id = ?", (rid,)
+        ).fetchone()
         conn.execute(
             "UPDATE units SET acl_groups = ?, acl = ? WHERE id = ?",
             (json.dumps(groups), acl_tokens(r["scope"], r["acl_owner"], groups), rid),
@@ -88,6 +93,7 @@ def update_acl(conn: sqlite3.Connection, rowids: Sequence[int], groups: list[str
         conn.executemany(
             "INSERT INTO unit_groups(grp, unit) VALUES (?, ?)", [(g, rid) for g in groups]
         )
+        conn.execute("INSERT INTO outbox(op, plane, key) VALUES ('add', ?, ?)", (r["plane"], rid))
 
 
 def delete_rows(conn: sqlite3.Connection, rowids: Iterable[int]) -> list[sqlite3.Row]:

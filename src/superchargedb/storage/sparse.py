@@ -1,0 +1,472 @@
+"""Derived lexical index: BM25 postings in numpy, kept in lockstep with the catalog (D-1xx).
+
+FTS5 stays the catalog's index (triggers, snippets, ``doctor``); this index is derived from the
+catalog exactly like the vector index (DECISIONS 44): the owner applies the same outbox rows
+under the writer lock before the acknowledgement (``add`` reads the Unit's text, context and ACL
+from the catalog, and on a key it already holds refreshes the ACL, which is how an ACL update
+reaches it; ``remove`` retires the document). A checkpoint writes new segments and a state file
+``state.<seq>.npz`` whose ``seq`` is the durable watermark; on start the newest valid state is
+loaded, later outbox rows are replayed, or the whole index is rebuilt from the catalog.
+
+Documents are addressed by catalog id (ids are never reused), so per-document arrays (``live``,
+``dl``, ``sig``) are indexed by id. Tokens are FTS5's own (``fts5_tokens``), and the statistics
+are FTS5's: ``N`` rows, ``dl`` = tokens of text + context + acl, document frequency over
+text + context; so ``bm25()`` is reproduced to the last bit (``search/sparse_search.py``).
+A document's visibility attributes (scope, plane, modality, owner, groups) are one
+*signature* id, so a query's scope/ACL predicate is evaluated once per distinct signature.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import sqlite3
+import threading
+import zipfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import faults
+from ..search.fts5_tokens import TOKENIZE, Fts5Tokenizer
+from . import sparse_segment as segmod
+from .sparse_segment import Segment
+from .vectors import _fsync_dir, _RWLock
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+_STATE_RE = re.compile(r"^state\.(?P<seq>\d+)\.npz$")
+_ROW_SQL = "SELECT id, text, context, acl, scope, plane, modality, acl_owner, acl_groups FROM units"
+Signature = tuple[str, str, str, str, tuple[str, ...]]  # scope, plane, modality, owner, groups
+
+
+class SparseIndex:
+    def __init__(
+        self,
+        directory: Path,
+        tokenizer: Fts5Tokenizer | None = None,
+        *,
+        delta_max: int = 50_000,
+        max_segments: int = 12,
+    ) -> None:
+        self.dir = Path(directory)
+        self.tok = tokenizer or Fts5Tokenizer()
+        self.delta_max = delta_max
+        self.max_segments = max_segments
+        self._mutex = threading.Lock()  # writers (apply, checkpoint, rebuild)
+        self.rw = _RWLock()  # searches read; in-memory mutations write
+        self._reset()
+
+    def _reset(self) -> None:
+        self.terms: dict[str, int] = {}
+        self.term_list: list[str] = []
+        self.df = np.zeros(1024, np.int64)
+        self.live = np.zeros(1024, bool)
+        self.dl = np.zeros(1024, np.int32)
+        self.sig = np.full(1024, -1, np.int32)
+        self.sigs: list[Signature] = []
+        self._sig_ids: dict[Signature, int] = {}
+        self.n_docs = 0
+        self.total = 0  # tokens over all live rows and columns (FTS5's xColumnTotalSize(-1))
+        self.segments: list[Segment] = []
+        self.delta: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._delta_seg: Segment | None = None
+        self._saved: set[str] = set()
+        self._n_seg = 0
+        self.applied = 0
+        self.durable = 0
+        self._terms_durable = 0
+        self._terms_nbytes = 0  # bytes of terms.txt that the durable state covers
+        self.version = 0  # bumped by every in-memory change: keys the query-side caches
+
+    # ------------------------------------------------------------------ growth helpers
+    def _ensure_docs(self, top: int) -> None:
+        if top < len(self.live):
+            return
+        cap = max(top + 1, 2 * len(self.live))
+        with self.rw.write():
+            for name, fill in (("live", False), ("dl", 0), ("sig", -1)):
+                old = getattr(self, name)
+                new = np.full(cap, fill, old.dtype)
+                new[: len(old)] = old
+                setattr(self, name, new)
+
+    def _term_ids(self, tokens: list[str]) -> list[int]:
+        get, terms = self.terms.get, self.terms
+        out = []
+        for t in tokens:
+            i = get(t)
+            if i is None:
+                i = terms[t] = len(self.term_list)
+                self.term_list.append(t)
+            out.append(i)
+        if len(self.term_list) > len(self.df):
+            df = np.zeros(2 * len(self.term_list), np.int64)
+            df[: len(self.df)] = self.df
+            self.df = df
+        return out
+
+    def _sig_id(self, s: Signature) -> int:
+        i = self._sig_ids.get(s)
+        if i is None:
+            i = self._sig_ids[s] = len(self.sigs)
+            self.sigs.append(s)
+        return i
+
+    @staticmethod
+    def signature(row: Any) -> Signature:
+        return (
+            row["scope"],
+            row["plane"],
+            row["modality"],
+            row["acl_owner"],
+            tuple(json.loads(row["acl_groups"])),
+        )
+
+    # ------------------------------------------------------------------ analysis
+    def _analyze(self, rows: Sequence[Any]) -> list[tuple[int, np.ndarray, np.ndarray, int, int]]:
+        """``(id, term ids, tfs, dl, signature)`` per row: FTS5's tokens of text + context."""
+        docs = self.tok.tokens_many([f"{r['text']}\n{r['context']}" for r in rows])
+        flat = np.fromiter((i for toks in docs for i in self._term_ids(toks)), dtype=np.int64)
+        lens = np.fromiter((len(t) for t in docs), dtype=np.int64, count=len(docs))
+        owner = np.repeat(np.arange(len(docs), dtype=np.int64), lens)
+        keys, counts = np.unique((owner << 32) | flat, return_counts=True)
+        k_doc = keys >> 32
+        bounds = np.searchsorted(k_doc, np.arange(len(docs) + 1))
+        tids = (keys & 0xFFFFFFFF).astype(np.uint32)
+        tfs = np.minimum(counts, segmod.TF_MAX).astype(np.uint16)
+        out = []
+        for j, r in enumerate(rows):
+            a, b = int(bounds[j]), int(bounds[j + 1])
+            n_acl = len(self.tok.tokens(r["acl"]))
+            out.append(
+                (
+                    int(r["id"]),
+                    tids[a:b],
+                    tfs[a:b],
+                    int(lens[j]) + n_acl,
+                    self._sig_id(self.signature(r)),
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------------ mutation (mutex held)
+    def _add(self, items: list[tuple[int, np.ndarray, np.ndarray, int, int]]) -> None:
+        if not items:
+            return
+        self._ensure_docs(max(d for d, *_ in items))
+        with self.rw.write():
+            for doc, tids, tfs, dl, sig in items:
+                self.delta[doc] = (tids, tfs)
+                self.live[doc] = True
+                self.dl[doc] = dl
+                self.sig[doc] = sig
+                self.df[tids] += 1
+                self.n_docs += 1
+                self.total += dl
+            self._delta_seg = None
+            self.version += 1
+
+    def _forward(self, doc: int) -> tuple[np.ndarray, np.ndarray] | None:
+        if doc in self.delta:
+            return self.delta[doc]
+        for s in self.segments:
+            f = s.forward(doc)
+            if f is not None:
+                return f
+        return None
+
+    def _remove(self, doc: int) -> None:
+        if doc >= len(self.live) or not self.live[doc]:
+            return  # idempotent: never added, or already removed
+        fwd = self._forward(doc)
+        with self.rw.write():
+            if fwd is not None:
+                self.df[fwd[0].astype(np.int64)] -= 1
+            self.live[doc] = False
+            self.n_docs -= 1
+            self.total -= int(self.dl[doc])
+            if self.delta.pop(doc, None) is not None:
+                self._delta_seg = None
+            self.version += 1
+
+    def _refresh(self, row: Any) -> None:
+        """An ``add`` for a document already held: the ACL may have changed (text cannot)."""
+        doc = int(row["id"])
+        sig = self._sig_id(self.signature(row))
+        old_acl = int(self.dl[doc]) - self._text_len(doc)
+        new_acl = len(self.tok.tokens(row["acl"]))
+        if sig == int(self.sig[doc]) and old_acl == new_acl:
+            return
+        with self.rw.write():
+            self.sig[doc] = sig
+            self.dl[doc] += new_acl - old_acl
+            self.total += new_acl - old_acl
+            self.version += 1
+
+    def _text_len(self, doc: int) -> int:
+        fwd = self._forward(doc)
+        return 0 if fwd is None else int(fwd[1].sum(dtype=np.int64))
+
+    def apply(self, conn: sqlite3.Connection, ops: Sequence[tuple[int, str, int]]) -> None:
+        """Apply outbox ops ``(seq, op, key)`` idempotently in seq order; skips applied seqs."""
+        with self._mutex:
+            todo = sorted((o for o in ops if o[0] > self.applied), key=lambda o: o[0])
+            if not todo:
+                return
+            adds = sorted({k for _, op, k in todo if op == "add"})
+            rows: dict[int, Any] = {}
+            for i in range(0, len(adds), 500):
+                part = adds[i : i + 500]
+                marks = ",".join("?" * len(part))
+                for r in conn.execute(f"{_ROW_SQL} WHERE id IN ({marks})", part):
+                    rows[int(r["id"])] = r
+            faults.point("sparse.apply.before")
+            i = 0
+            while i < len(todo):
+                seq, op, key = todo[i]
+                if op == "remove":
+                    self._remove(key)
+                    i += 1
+                    continue
+                j = i
+                fresh: dict[int, Any] = {}
+                while j < len(todo) and todo[j][1] == "add":
+                    k = todo[j][2]
+                    r = rows.get(k)
+                    if r is not None:
+                        if k < len(self.live) and self.live[k]:
+                            self._refresh(r)
+                        else:
+                            fresh.setdefault(k, r)
+                    j += 1
+                self._add(self._analyze(list(fresh.values())))
+                i = j
+            self.applied = todo[-1][0]
+            if len(self.delta) >= self.delta_max:
+                self._flush_delta()
+            faults.point("sparse.apply.after")
+
+    def advance(self, seq: int) -> None:
+        """Every outbox op up to ``seq`` is known to be applied (none were pending)."""
+        with self._mutex:
+            self.applied = max(self.applied, seq)
+
+    # ------------------------------------------------------------------ segments
+    def _new_name(self) -> str:
+        self._n_seg += 1
+        return f"seg-{self._n_seg:06d}"
+
+    def _flush_delta(self) -> None:
+        if not self.delta:
+            return
+        seg = segmod.from_docs(self._new_name(), [(d, t, f) for d, (t, f) in self.delta.items()])
+        with self.rw.write():
+            self.segments.append(seg)
+            self.delta = {}
+            self._delta_seg = None
+            self.version += 1
+        while len(self.segments) > self.max_segments:
+            a, b = sorted(self.segments, key=lambda s: s.n_docs)[:2]
+            merged = segmod.merge(self._new_name(), [a, b], self.live)
+            with self.rw.write():
+                self.segments = [s for s in self.segments if s is not a and s is not b]
+                self.segments.append(merged)
+                self.version += 1
+
+    def delta_segment(self) -> Segment | None:
+        """The unflushed documents as a segment (rebuilt lazily after a change; read lock held)."""
+        if not self.delta:
+            return None
+        seg = self._delta_seg
+        if seg is None:
+            seg = segmod.from_docs("delta", [(d, t, f) for d, (t, f) in self.delta.items()])
+            self._delta_seg = seg
+        return seg
+
+    # ------------------------------------------------------------------ persistence
+    def _states(self) -> list[tuple[int, Path]]:
+        if not self.dir.is_dir():
+            return []
+        out = []
+        for p in self.dir.iterdir():
+            m = _STATE_RE.match(p.name)
+            if m:
+                out.append((int(m["seq"]), p))
+        return sorted(out, reverse=True)
+
+    def _meta(self) -> dict[str, Any]:
+        return {"format": FORMAT, "tokenize": TOKENIZE}
+
+    def checkpoint(self) -> None:
+        """Flush, save new segments and terms, then ``state.<seq>.npz`` (tmp, fsync, rename)."""
+        with self._mutex:
+            if self.applied == self.durable and not self.delta and self._all_saved():
+                return
+            self.dir.mkdir(parents=True, exist_ok=True)
+            meta = self.dir / "meta.json"
+            if not meta.exists():
+                meta.write_text(json.dumps(self._meta()))
+            self._flush_delta()
+            faults.point("sparse.checkpoint.before_segments")
+            for i, s in enumerate(list(self.segments)):
+                if s.name not in self._saved:
+                    segmod.save(s, self.dir)
+                    loaded = segmod.load(self.dir, s.name)  # memory-mapped from now on
+                    with self.rw.write():
+                        self.segments[i] = loaded
+                    self._saved.add(s.name)
+            with open(self.dir / "terms.txt", "a", encoding="utf-8") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.truncate(self._terms_nbytes)  # drop what a crash left past the state
+                new = "".join(t + "\n" for t in self.term_list[self._terms_durable :])
+                fh.write(new)
+                fh.flush()
+                os.fsync(fh.fileno())
+            self._terms_durable = len(self.term_list)
+            self._terms_nbytes += len(new.encode("utf-8"))
+            seq = self.applied
+            top = len(self.live)
+            tmp = self.dir / "state.tmp"
+            with open(tmp, "wb") as fh:
+                np.savez(
+                    fh,
+                    live=self.live[:top],
+                    dl=self.dl[:top],
+                    sig=self.sig[:top],
+                    df=self.df[: len(self.term_list)],
+                    info=np.array(
+                        json.dumps(
+                            {
+                                "seq": seq,
+                                "n_terms": len(self.term_list),
+                                "n_docs": self.n_docs,
+                                "total": self.total,
+                                "segments": [s.name for s in self.segments],
+                                "n_seg": self._n_seg,
+                                "sigs": self.sigs,
+                            }
+                        )
+                    ),
+                )
+                fh.flush()
+                os.fsync(fh.fileno())
+            faults.point("sparse.checkpoint.mid_save")
+            os.replace(tmp, self.dir / f"state.{seq}.npz")
+            _fsync_dir(self.dir)
+            faults.point("sparse.checkpoint.after_rename")
+            self.durable = seq
+            self._cleanup(seq)
+
+    def _all_saved(self) -> bool:
+        return all(s.name in self._saved for s in self.segments)
+
+    def _cleanup(self, seq: int) -> None:
+        keep = {s.name for s in self.segments}
+        for s, p in self._states():
+            if s != seq:
+                p.unlink(missing_ok=True)
+        for p in self.dir.iterdir():
+            if p.is_dir() and p.name.startswith("seg-") and p.name not in keep:
+                shutil.rmtree(p, ignore_errors=True)
+
+    def load(self) -> int:
+        """Load the newest valid state; returns its watermark (0 when none: rebuild or replay)."""
+        with self._mutex:
+            self._reset()
+            if not self.dir.is_dir():
+                return 0
+            (self.dir / "state.tmp").unlink(missing_ok=True)
+            for seq, path in self._states():
+                try:
+                    self._load_state(path)
+                    self.applied = self.durable = seq
+                    return seq
+                except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+                    log.warning("lexical index state %s is invalid (%s); falling back", path, exc)
+                    os.replace(path, path.with_name(path.name + ".corrupt"))
+                    self._reset()
+            return 0
+
+    def _load_state(self, path: Path) -> None:
+        with np.load(path, allow_pickle=False) as z:
+            info = json.loads(str(z["info"]))
+            live, dl, sig, df = z["live"], z["dl"], z["sig"], z["df"]
+        with open(self.dir / "terms.txt", encoding="utf-8") as fh:
+            terms = fh.read().split("\n")[: info["n_terms"]]
+        if len(terms) != info["n_terms"] or len(df) != info["n_terms"]:
+            raise ValueError("terms file shorter than the state")
+        segs = [segmod.load(self.dir, n) for n in info["segments"]]
+        if int(live.sum()) != info["n_docs"]:
+            raise ValueError("live count differs from the recorded document count")
+        self.term_list = terms
+        self.terms = {t: i for i, t in enumerate(terms)}
+        self.df = np.array(df, np.int64)
+        self.live, self.dl, self.sig = np.array(live), np.array(dl), np.array(sig)
+        self.sigs = [(a, b, c, d, tuple(e)) for a, b, c, d, e in info["sigs"]]
+        self._sig_ids = {s: i for i, s in enumerate(self.sigs)}
+        self.n_docs, self.total = int(info["n_docs"]), int(info["total"])
+        self.segments = segs
+        self._saved = {s.name for s in segs}
+        self._n_seg = int(info["n_seg"])
+        self._terms_durable = len(terms)
+        self._terms_nbytes = sum(len(t.encode("utf-8")) + 1 for t in terms)
+        self._n_seg = max(self._n_seg, self._max_seg_on_disk())
+        self.version += 1
+
+    def rebuild(self, conn: sqlite3.Connection, seq: int, batch: int = 20_000) -> None:
+        """Replace the index with the catalog's current Units, as of outbox ``seq``."""
+        with self._mutex:
+            self._reset()
+            self._n_seg = self._max_seg_on_disk()  # never reuse a name an old file may hold
+            last = 0
+            while True:
+                rows = conn.execute(
+                    f"{_ROW_SQL} WHERE id > ? ORDER BY id LIMIT ?", (last, batch)
+                ).fetchall()
+                if not rows:
+                    break
+                self._add(self._analyze(rows))
+                last = int(rows[-1]["id"])
+                if len(self.delta) >= self.delta_max:
+                    self._flush_delta()
+                faults.point("sparse.rebuild.batch")
+            self.applied = seq
+            self.durable = 0
+            # Old files describe another state: the next checkpoint writes a fresh set.
+            if self.dir.is_dir():
+                (self.dir / "terms.txt").unlink(missing_ok=True)
+                for _, p in self._states():
+                    p.unlink(missing_ok=True)
+
+    def _max_seg_on_disk(self) -> int:
+        best = 0
+        if self.dir.is_dir():
+            for p in self.dir.iterdir():
+                if p.name.startswith("seg-") and p.name[4:10].isdigit():
+                    best = max(best, int(p.name[4:10]))
+        return best
+
+    # ------------------------------------------------------------------ introspection
+    def keys(self) -> np.ndarray:
+        return np.flatnonzero(self.live).astype(np.uint64)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "docs": self.n_docs,
+            "terms": len(self.term_list),
+            "segments": len(self.segments),
+            "delta": len(self.delta),
+            "postings": sum(s.n_postings for s in self.segments),
+            "applied_seq": self.applied,
+            "durable_seq": self.durable,
+        }
+
+    def all_terms(self) -> Iterable[str]:
+        return iter(self.term_list)

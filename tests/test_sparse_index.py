@@ -1,0 +1,319 @@
+"""The derived lexical index: FTS5's tokens and ranking, lockstep with the catalog, no leaks.
+
+Units are written with the bulk-import SQL (real catalog, real FTS5 triggers, real outbox) and
+random unit vectors (only the lexical leg is under test); the sparse backend is compared with
+FTS5 itself on the same catalog, and the filters with an independent set-based reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import superchargedb  # noqa: F401  (onnxruntime before usearch)
+from corpus import DISTRACTORS
+from superchargedb.schemas import AegisQuery
+from superchargedb.search.fts5_tokens import Fts5Tokenizer
+from superchargedb.search.hybrid import filter_sql
+from superchargedb.search.lexical import LexicalLeg, query_terms
+from superchargedb.storage.bulk import insert_units
+from superchargedb.storage.catalog import Catalog
+from superchargedb.storage.index_sync import IndexSync
+from superchargedb.storage.sparse import SparseIndex
+from superchargedb.storage.units import delete_rows, update_acl, uuid7
+from superchargedb.storage.vectors import VectorStore
+from superchargedb.types import Principal
+
+CRANFIELD = Path(os.environ.get("SCDB_EVAL_DIR", "/work/shared/eval")) / "classic-cranfield"
+DIM = 8
+TRICKY = [
+    "naïve café ÉCOLE Straße ﬁne İstanbul x²y ½ 3.5mg/kg α-helix ERR_7731 foo'bar",
+    "“quoted” — dash… ＡＢＣ 日本語テキスト emoji😀ok tab\tnew\nline back\\slash a+b=c <tag>",
+    "Running runners ran; connection connected connecting CONNECTIONS.",
+]
+SCOPES = ["acme/alpha", "acme/alpha/backend", "acme/beta", "acme/alphabet", "other/x"]
+OWNERS = ["alice", "bob", "carol"]
+GROUPS = ["eng", "ops", "sales"]
+
+
+def texts() -> list[str]:
+    out = list(DISTRACTORS) + TRICKY
+    if CRANFIELD.is_dir():
+        with open(CRANFIELD / "corpus.jsonl", encoding="utf-8") as fh:
+            out += [json.loads(line)["text"] for line in fh][:400]
+    return out
+
+
+def queries() -> list[str]:
+    qs = ["connection running", "café naive", "database backups", "security keys quarterly"]
+    if CRANFIELD.is_dir():
+        with open(CRANFIELD / "queries.jsonl", encoding="utf-8") as fh:
+            qs += [json.loads(line)["text"] for line in fh][:60]
+    return qs
+
+
+def row(i: int, text: str, rng: random.Random) -> dict[str, object]:
+    scope = rng.choice(SCOPES)
+    groups = sorted(rng.sample(GROUPS, rng.randint(0, 2)))
+    return {
+        "unit_id": uuid7(),
+        "scope": scope,
+        "doc_id": f"d{i}",
+        "modality": "text",
+        "plane": "text",
+        "source_uri": f"{scope}/d{i}",
+        "mime": None,
+        "text": text,
+        "acl_owner": rng.choice(OWNERS),
+        "acl_groups": groups,
+        "content_hash": hashlib.sha256(f"{i}:{text}".encode()).hexdigest(),
+        "created_at": 0,
+        "event_at": 0,
+        "created_by": "test",
+        "model_id": "test-model",
+    }
+
+
+def open_dir(d: Path) -> tuple[Catalog, IndexSync]:
+    cat = Catalog(d / "catalog.db", "NORMAL")
+    store = VectorStore(d / "index", DIM, "test-model")
+    sync = IndexSync(cat, store, 10**9, lexical=SparseIndex(d / "lexical"))
+    sync.startup()
+    return cat, sync
+
+
+def write(cat: Catalog, sync: IndexSync, items: list[str], start: int, seed: int) -> None:
+    rng = random.Random(seed)
+    rows = [row(start + i, t, rng) for i, t in enumerate(items)]
+    vecs = np.random.default_rng(seed).standard_normal((len(rows), DIM)).astype(np.float32)
+    with cat.write_lock():
+        with cat.write() as conn:
+            insert_units(conn, rows, vecs)
+        sync.apply_pending(checkpoint=False)
+
+
+def principal(name: str, groups: list[str]) -> Principal:
+    return Principal(name, name, frozenset({"read"}), "pro", ("acme",), "acme", frozenset(groups))
+
+
+CALLERS = [
+    (principal("alice", ["eng"]), ["acme"]),
+    (principal("bob", []), ["acme/alpha"]),
+    (principal("carol", ["ops", "sales"]), ["acme/alpha/backend", "acme/beta"]),
+    (principal("dave", ["eng", "ops", "sales"]), ["acme"]),
+]
+
+
+def both(
+    cat: Catalog,
+    sync: IndexSync,
+    q: str,
+    who: Principal,
+    scopes: list[str],
+    k: int = 25,
+    **extra: object,
+):
+    assert sync.lexical is not None
+    leg = LexicalLeg("sparse", sync.lexical)
+    conn = cat.reader()
+    query = AegisQuery.model_validate({"q": q, **extra})
+    where, params = filter_sql(query, ["text"], scopes, who, sync.applied_seq)
+    terms = query_terms(q)
+    sparse, backend = leg.search(conn, query, terms, scopes, who, ["text"], where, params, k)
+    fts = LexicalLeg._fts(conn, terms, scopes, who, where, params, k)
+    return sparse, fts, backend
+
+
+def assert_same_as_fts5(cat: Catalog, sync: IndexSync) -> int:
+    compared = 0
+    for q in queries():
+        for who, scopes in CALLERS:
+            sparse, fts, backend = both(cat, sync, q, who, scopes)
+            assert sparse == fts, (q, who.name, backend)
+            compared += bool(fts)
+    return compared
+
+
+def test_tokens_are_fts5_tokens() -> None:
+    tok = Fts5Tokenizer()
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61')")
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    items = texts()
+    db.executemany("INSERT INTO t(rowid, x) VALUES (?, ?)", enumerate(items, 1))
+    want: list[list[tuple[int, str]]] = [[] for _ in items]
+    for doc, off, term in db.execute("SELECT doc, offset, term FROM v"):
+        want[doc - 1].append((off, term))
+    expected = [[t for _, t in sorted(w)] for w in want]
+    assert tok.tokens_many(items) == expected
+    assert [tok.tokens(t) for t in items] == expected
+    assert tok.tokens("ERR_7731") == ["err", "7731"]  # a phrase to FTS5
+
+
+def test_topk_equals_fts5_and_survives_restart(tmp_path: Path) -> None:
+    cat, sync = open_dir(tmp_path)
+    items = texts()
+    write(cat, sync, items[: len(items) // 2], 0, 1)
+    with cat.write_lock():
+        sync.checkpoint()
+    write(cat, sync, items[len(items) // 2 :], len(items) // 2, 2)  # applied, not checkpointed
+    assert assert_same_as_fts5(cat, sync) > 20
+    before = {q: both(cat, sync, q, *CALLERS[0])[0] for q in queries()}
+    cat.close()  # a crash: no checkpoint of the second half
+    cat, sync = open_dir(tmp_path)
+    assert sync.lexical is not None and sync.lexical.n_docs == len(items)
+    assert {q: both(cat, sync, q, *CALLERS[0])[0] for q in queries()} == before
+    assert_same_as_fts5(cat, sync)
+    cat.close()
+
+
+def test_deletes_acl_updates_replay_and_rebuild(tmp_path: Path) -> None:
+    cat, sync = open_dir(tmp_path)
+    items = texts()
+    write(cat, sync, items, 0, 3)
+    with cat.write_lock():
+        sync.checkpoint()  # compacts the outbox: a lost index must now be rebuilt
+        with cat.write() as conn:
+            delete_rows(conn, list(range(1, 40, 3)))
+            update_acl(conn, list(range(2, 60, 3)), ["sales"])
+        sync.apply_pending(checkpoint=False)
+    assert_same_as_fts5(cat, sync)
+    cat.close()
+    # Replay: the deletes and ACL updates after the checkpoint come from the outbox.
+    cat, sync = open_dir(tmp_path)
+    assert_same_as_fts5(cat, sync)
+    with cat.write_lock():
+        sync.checkpoint()
+    cat.close()
+    # Rebuild: the index files are gone and the outbox was compacted past them.
+    shutil.rmtree(tmp_path / "lexical")
+    cat, sync = open_dir(tmp_path)
+    live = {r[0] for r in cat.reader().execute("SELECT id FROM units")}
+    assert sync.lexical is not None
+    assert set(sync.lexical.keys().tolist()) == live
+    assert_same_as_fts5(cat, sync)
+    cat.close()
+    # A damaged state file falls back to a rebuild, never to a wrong index.
+    state = next((tmp_path / "lexical").glob("state.*.npz"))
+    state.write_bytes(state.read_bytes()[:100])
+    cat, sync = open_dir(tmp_path)
+    assert_same_as_fts5(cat, sync)
+    cat.close()
+
+
+def reference_visible(r: sqlite3.Row, who: Principal, scopes: list[str]) -> bool:
+    """Independent of the server's code: split-based scope containment, set-based ACL."""
+    parts = r["scope"].split("/")
+    inside = any(parts[: len(s.split("/"))] == s.split("/") for s in scopes)
+    return inside and (
+        r["acl_owner"] == who.name or bool(set(json.loads(r["acl_groups"])) & who.groups)
+    )
+
+
+def test_filters_never_leak(tmp_path: Path) -> None:
+    cat, sync = open_dir(tmp_path)
+    write(cat, sync, texts(), 0, 4)
+    conn = cat.reader()
+    rows = {r["id"]: r for r in conn.execute("SELECT id, scope, acl_owner, acl_groups FROM units")}
+    seen = 0
+    for q in queries():
+        for who, scopes in CALLERS:
+            got, _, _ = both(cat, sync, q, who, scopes, k=100)
+            seen += len(got)
+            assert all(reference_visible(rows[i], who, scopes) for i in got), (q, who.name)
+    assert seen > 100
+    # Revoking a group hides the Units from the next search; granting one shows them.
+    who, scopes = CALLERS[2]  # carol: ops, sales
+    q = queries()[-1]
+    got = both(cat, sync, q, who, scopes, k=100)[0]
+    mine = [i for i in got if rows[i]["acl_owner"] != "carol"]
+    assert mine
+    with cat.write_lock():
+        with cat.write() as w:
+            update_acl(w, mine, ["eng"])
+        sync.apply_pending(checkpoint=False)
+    after = both(cat, sync, q, who, scopes, k=100)[0]
+    assert not set(mine) & set(after)
+    with cat.write_lock():
+        with cat.write() as w:
+            update_acl(w, mine, ["ops"])
+        sync.apply_pending(checkpoint=False)
+    assert set(mine) <= set(both(cat, sync, q, who, scopes, k=100)[0])
+    cat.close()
+
+
+def test_filters_the_index_does_not_hold(tmp_path: Path) -> None:
+    cat, sync = open_dir(tmp_path)
+    write(cat, sync, texts(), 0, 8)
+    who, scopes = principal("dave", GROUPS), ["acme", "other"]
+    for q in queries()[:20]:
+        docs = [f"d{i}" for i in range(0, 400, 7)]
+        sparse, fts, backend = both(cat, sync, q, who, scopes, filters={"doc_id": docs})
+        assert sparse == fts and backend == "sparse (catalog filter)"
+        sparse, fts, _ = both(cat, sync, q, who, scopes, filters={"acl": {"groups": ["ops"]}})
+        assert sparse == fts
+        sparse, fts, _ = both(cat, sync, q, who, scopes, filters={"modality": "code"})
+        assert sparse == fts == []
+    cat.close()
+
+
+def test_phrase_terms_fall_back_to_fts5(tmp_path: Path) -> None:
+    cat, sync = open_dir(tmp_path)
+    write(cat, sync, [*DISTRACTORS, "The error code ERR_7731 means the disk is full."], 0, 5)
+    who, scopes = principal("dave", GROUPS), ["acme", "other"]
+    sparse, fts, backend = both(cat, sync, "what is ERR_7731", who, scopes)
+    assert backend == "fts5 (phrase)" and sparse == fts and len(fts) == 1
+    cat.close()
+
+
+CHILD = """
+import sys, random
+sys.path.insert(0, sys.argv[2])
+import test_sparse_index as T
+from pathlib import Path
+cat, sync = T.open_dir(Path(sys.argv[1]))
+items = T.texts()
+T.write(cat, sync, items[:200], 10_000, 7)
+with cat.write_lock():
+    sync.checkpoint()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "point",
+    [
+        "sparse.apply.before",
+        "sparse.apply.after",
+        "sparse.checkpoint.before_segments",
+        "sparse.checkpoint.mid_save",
+        "sparse.checkpoint.after_rename",
+    ],
+)
+def test_sigkill_at_fault_points(tmp_path: Path, point: str) -> None:
+    cat, sync = open_dir(tmp_path)
+    write(cat, sync, texts()[200:], 0, 6)
+    with cat.write_lock():
+        sync.checkpoint()
+    cat.close()
+    env = {**os.environ, "SCDB_CRASH_AT": point}
+    tests_dir = str(Path(__file__).parent)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path), tests_dir], env=env, timeout=300
+    )
+    assert proc.returncode == -9, f"{point} was not reached"
+    cat, sync = open_dir(tmp_path)
+    live = {r[0] for r in cat.reader().execute("SELECT id FROM units")}
+    assert sync.lexical is not None and set(sync.lexical.keys().tolist()) == live
+    assert_same_as_fts5(cat, sync)
+    cat.close()
