@@ -12,6 +12,7 @@ import typer
 
 from .admin import audit_app, keys_app
 from .bench import register as register_bench
+from .importer import register as register_import
 from .maintenance import register as register_maintenance
 from .remote import register as register_remote
 
@@ -23,6 +24,7 @@ app.add_typer(audit_app, name="audit")
 register_maintenance(app)
 register_remote(app)
 register_bench(app)
+register_import(app)
 
 
 def _is_loopback(host: str) -> bool:

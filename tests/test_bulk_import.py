@@ -1,0 +1,151 @@
+"""Bulk import: the same catalog/outbox/index invariants as ingest, at batch scale."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import make_service
+from corpus import DISTRACTORS
+from superchargedb.auth.admin import OPERATOR
+from superchargedb.cli.main import app
+from superchargedb.errors import ValidationError
+from superchargedb.ingest.bulk_import import import_batches
+from superchargedb.service import Service
+from superchargedb.settings import Settings
+
+SCOPES = ["acme/alpha", "acme/alpha/backend", "acme/beta"]
+
+
+def records(n: int, start: int = 0) -> list[dict[str, object]]:
+    return [
+        {
+            "doc_id": f"imp{start + i}",
+            "text": f"{DISTRACTORS[(start + i) % len(DISTRACTORS)]} Record number {start + i}.",
+            "scope": SCOPES[(start + i) % len(SCOPES)],
+            "acl_owner": "alice",
+            "acl_groups": ["eng"] if i % 2 else [],
+        }
+        for i in range(n)
+    ]
+
+
+def random_vectors(n: int, seed: int = 0) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, 384)).astype(np.float32)
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float16)
+
+
+def count(svc: Service, table: str, where: str = "1") -> int:
+    return int(
+        svc.catalog.reader().execute(f"SELECT COUNT(*) FROM {table} WHERE {where}").fetchone()[0]
+    )
+
+
+def batches(recs: list, vecs: np.ndarray, size: int):
+    for i in range(0, len(recs), size):
+        yield recs[i : i + size], vecs[i : i + size]
+
+
+def test_import_keeps_catalog_index_and_audit_in_lockstep(svc: Service) -> None:
+    recs = records(150)
+    # Three Units with the model's own embeddings: the dense leg must find them.
+    real = [
+        "Lighthouse keepers log the foghorn schedule every evening.",
+        "The glacier survey measured ice thickness with radar.",
+        "Violin makers season spruce for a decade before carving.",
+    ]
+    recs += [
+        {"doc_id": f"real{i}", "text": t, "scope": "acme/alpha", "acl_owner": "alice"}
+        for i, t in enumerate(real)
+    ]
+    vecs = np.concatenate([random_vectors(150), svc.embedder.embed(real).astype(np.float16)])
+    audit_before = count(svc, "audit_log", "action = 'import'")
+    out = import_batches(svc, batches(recs, vecs, 64))
+    assert out["created"] == 153 and out["unchanged"] == 0 and out["batches"] == 3
+    assert count(svc, "units") == 153
+    assert count(svc, "audit_log", "action = 'import'") == audit_before + 3
+    assert count(svc, "outbox") == 0  # checkpointed at the end, then compacted
+    report = svc.doctor()
+    assert report["ok"], report
+    ids = {r[0] for r in svc.catalog.reader().execute("SELECT id FROM units")}
+    assert set(svc.store.keys("text").tolist()) == ids
+    assert svc.sync.lexical is not None and set(svc.sync.lexical.keys().tolist()) == ids
+    assert svc.audit_verify(OPERATOR)["ok"]
+    alice = svc.authenticate("Bearer aegis_sk_alice")
+    for i, text in enumerate(real):
+        hits = svc.search(alice, {"q": text, "mode": "dense", "top_k": 3}, query_scope="acme/alpha")
+        assert hits["hits"][0]["doc_id"] == f"real{i}"
+    lex = svc.search(alice, {"q": "Record number 76", "mode": "lexical"}, query_scope="acme")
+    assert lex["hits"] and any(h["doc_id"] == "imp76" for h in lex["hits"])
+    # Importing the same records again changes nothing (idempotency keys).
+    again = import_batches(svc, batches(recs, vecs, 100))
+    assert again["created"] == 0 and again["unchanged"] == 153
+    assert count(svc, "units") == 153
+
+
+def test_bad_records_fail_their_batch_whole(svc: Service) -> None:
+    recs = records(10)
+    recs[4]["scope"] = "Bad Scope"
+    with pytest.raises(ValidationError, match="record 4"):
+        import_batches(svc, batches(recs, random_vectors(10), 10))
+    assert count(svc, "units") == 0
+    vecs = random_vectors(10)
+    vecs[3] = 0
+    with pytest.raises(ValidationError, match="record 3"):
+        import_batches(svc, batches(records(10), vecs, 10))
+    with pytest.raises(ValidationError, match="shape"):
+        import_batches(svc, batches(records(10), random_vectors(10)[:, :100], 10))
+    no_owner = records(2)
+    del no_owner[1]["acl_owner"]
+    with pytest.raises(ValidationError, match="record 1"):
+        import_batches(svc, batches(no_owner, random_vectors(2), 2))
+    assert count(svc, "units") == 0 and count(svc, "outbox") == 0
+
+
+def test_import_survives_restart(tmp_path: Path, embedder) -> None:
+    s = make_service(tmp_path / "d", embedder)
+    import_batches(s, batches(records(120), random_vectors(120), 50))
+    s.close()
+    s = make_service(tmp_path / "d", embedder)
+    try:
+        assert count(s, "units") == 120
+        assert s.doctor()["ok"]
+        assert s.sync.lexical is not None and s.sync.lexical.n_docs == 120
+    finally:
+        s.close()
+
+
+def test_cli_import(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    recs = records(30)
+    (src / "units.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    np.save(src / "vectors.npy", random_vectors(30))
+    data = tmp_path / "data"
+    runner = CliRunner()
+    args = ["import", str(src / "units.jsonl"), "--vectors", str(src / "vectors.npy")]
+    res = runner.invoke(app, [*args, "--data", str(data), "--batch", "8"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output[res.output.rindex("{") :])  # after the progress bars
+    assert out["created"] == 30 and out["batches"] == 4
+    # A bad line anywhere: nothing of the file is imported.
+    recs2 = records(5, start=100)
+    recs2[3]["modality"] = "clip"
+    (src / "bad.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs2))
+    np.save(src / "bad.npy", random_vectors(5))
+    res = runner.invoke(
+        app,
+        ["import", str(src / "bad.jsonl"), "--vectors", str(src / "bad.npy"), "--data", str(data)],
+    )
+    assert res.exit_code == 1 and "record 3" in res.output
+    res = runner.invoke(app, [*args, "--data", str(data), "--model-id", "some-other-model@256"])
+    assert res.exit_code == 1
+    s = Service(Settings(data_dir=data))
+    try:
+        assert count(s, "units") == 30
+    finally:
+        s.close()
