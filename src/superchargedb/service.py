@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 from pydantic import ValidationError as PydanticValidationError
+from threadpoolctl import threadpool_limits
 
 from . import faults
 from .answer.localize import Localizer
@@ -69,6 +70,10 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         (data / "objects").mkdir(exist_ok=True)
         self.lock = DataDirLock(data)
         self.lock.acquire()
+        # numpy's OpenBLAS spreads even a 2,000 x 384 product over every core, and under load
+        # its spinning threads made the exact scan 17x slower (DECISIONS 42: thread counts are
+        # settings). Process-wide, like onnxruntime's thread setting.
+        threadpool_limits(limits=settings.blas_threads, user_api="blas")
         try:
             # Every embedding goes through one micro-batching worker (DECISIONS 42).
             self.embedder: Embedder = EmbedExecutor(

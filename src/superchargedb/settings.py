@@ -26,6 +26,7 @@ class Settings(BaseSettings):
     embed_cache_size: int = 4096  # query embeddings cached per text
     embed_batch_wait_ms: float = 2.0  # micro-batch window under concurrent queries
     embed_queue_max: int = 1024  # embedding requests waiting before 503 overloaded
+    blas_threads: int = 1  # numpy BLAS threads (exact vector scans), process-wide
 
     # Limits (DECISIONS 19)
     max_body_bytes: int = 8 * 1024 * 1024

@@ -1,10 +1,12 @@
 """One embedding worker for the whole process, micro-batching concurrent requests (DECISIONS 42).
 
-Every embedding (query, ingest, answer checks) is a request to one worker thread that owns the
-model. Requests of a few texts (queries) are interactive: the worker takes every one that is
-waiting into a single model batch, and under load (the previous batch held more than one
-request) it waits up to ``wait_ms`` for more, so eight concurrent searches cost one onnxruntime
-run instead of eight competing ones. At concurrency 1 nothing waits. Larger requests (ingest) are
+Every embedding (query, ingest, answer checks) runs under one model lock, fed by one worker
+thread. Requests of a few texts (queries) are interactive: when the model is idle and nothing
+waits, the caller runs it itself (no thread hop: at concurrency 1 a query costs what the model
+costs); otherwise the request queues and the worker takes every one that is waiting into a single
+model batch, and under load (the previous batch held more than one request) it waits up to
+``wait_ms`` for more, so eight concurrent searches cost one or two onnxruntime runs instead of
+eight competing ones. Larger requests (ingest) are
 bulk: sorted by length and cut into slices of ``max_batch`` texts, one slice per turn, and
 interactive requests go first at every turn, so a search waits at most one slice behind an
 ingest. The queue is bounded (``max_queue`` requests): beyond it a caller gets 503 ``overloaded``.
@@ -59,6 +61,7 @@ class EmbedExecutor:
         self.small_max = max(1, small_max)
         self._owns = owns_inner
         self._cond = threading.Condition()
+        self._model_lock = threading.Lock()  # one model run at a time, whoever runs it
         self._small: deque[_Request] = deque()
         self._bulk: deque[tuple[_Request, np.ndarray]] = deque()  # (request, row indices)
         self._queued = 0
@@ -104,14 +107,26 @@ class EmbedExecutor:
                     f"embedding queue is full ({self.max_queue} requests)", retry_after=1
                 )
             self._queued += 1
-            if len(texts) <= self.small_max:
+            small = len(texts) <= self.small_max
+            # Idle model, nobody waiting: run it here (the lock is taken, not waited for).
+            direct = small and not self._small and not self._bulk
+            direct = direct and self._model_lock.acquire(blocking=False)
+            if small and not direct:
                 self._small.append(req)
-            else:
+            elif not small:
                 order = np.argsort([len(t) for t in texts], kind="stable")
                 parts = range(0, len(order), self.max_batch)
                 req.left = len(parts)
                 self._bulk.extend((req, order[i : i + self.max_batch]) for i in parts)
-            self._cond.notify()
+            if not direct:  # waking the idle worker for nothing costs the caller the GIL
+                self._cond.notify()
+        if direct:
+            try:
+                return self._model(texts)
+            finally:
+                self._model_lock.release()
+                with self._cond:
+                    self._queued -= 1
         req.done.wait()
         if req.error is not None:
             raise req.error
@@ -184,13 +199,15 @@ class EmbedExecutor:
     def _run_small(self, batch: list[_Request]) -> None:
         texts = [t for r in batch for t in r.texts]
         try:
-            vecs = self._model(texts)
+            with self._model_lock:
+                vecs = self._model(texts)
         except Exception:
             if len(batch) == 1:
                 raise
             for r in batch:  # find the request at fault: each alone
                 try:
-                    r.out[:] = self._model(r.texts)
+                    with self._model_lock:
+                        r.out[:] = self._model(r.texts)
                     self._finish(r, None)
                 except Exception as exc:
                     self._finish(r, exc)
@@ -204,7 +221,8 @@ class EmbedExecutor:
     def _run_slice(self, req: _Request, idx: np.ndarray) -> None:
         if req.error is None:  # a failed request's later slices are skipped
             try:
-                req.out[idx] = self._model([req.texts[i] for i in idx])
+                with self._model_lock:
+                    req.out[idx] = self._model([req.texts[i] for i in idx])
             except Exception as exc:
                 req.error = exc
         req.left -= 1
