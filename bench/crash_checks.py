@@ -223,6 +223,16 @@ def doctor(data: Path, embedder: Any, problems: list[str]) -> dict[str, Any]:
     svc = Service(Settings(data_dir=data, job_workers=0), embedder=embedder)
     try:
         report = svc.doctor()
+        lex = svc.sync.lexical
+        if lex is not None:  # the derived lexical index holds the catalog's ids too
+            ids = {r[0] for r in svc.catalog.reader().execute("SELECT id FROM units")}
+            keys = set(lex.keys().tolist())
+            report["lexical_index"] = {
+                "ok": ids == keys,
+                "missing": sorted(ids - keys)[:10],
+                "extra": sorted(keys - ids)[:10],
+            }
+            report["ok"] = report["ok"] and ids == keys
     finally:
         svc.close()
     if not report["ok"]:

@@ -67,7 +67,7 @@ class Scenario:
     work: Work = field(default_factory=Work)
     env: dict[str, str] = field(default_factory=dict)
     topology: str = "server"  # "worker": the point fires in an external worker process
-    prep: str = ""  # "drop_index": the index files are lost before the crashing start
+    prep: str = ""  # "drop_index" / "drop_lexical": index files lost before the crashing start
     reach_s: float = 45.0
 
 
@@ -86,6 +86,9 @@ SPECIAL: dict[str, Scenario] = {
     "vectors.apply.after_add": Scenario(nth=4),
     "vectors.compact.before_swap": Scenario(nth=1, env=CKPT, work=Work(delete_every=1)),
     "vectors.compact.after_swap": Scenario(nth=1, env=CKPT, work=Work(delete_every=1)),
+    "sparse.apply.before": Scenario(nth=4),
+    "sparse.apply.after": Scenario(nth=4),
+    "sparse.rebuild.batch": Scenario(nth=1, prep="drop_lexical"),
     "jobs.enqueue.after_insert": Scenario(nth=2, work=_jobs(), reach_s=90),
     "jobs.heartbeat.after_update": Scenario(nth=1, work=_jobs("big"), reach_s=120),
     "jobs.fail.requeue": Scenario(
@@ -119,7 +122,7 @@ def scenario(name: str) -> Scenario:
         return Scenario(nth=1)
     if fp.area == "jobs":
         return Scenario(nth=1, work=_jobs(), reach_s=90)
-    if name.startswith("vectors.checkpoint."):
+    if name.startswith(("vectors.checkpoint.", "sparse.checkpoint.")):
         return Scenario(nth=2, env=CKPT)
     if fp.area in ("delete", "acl", "objects") or name.startswith("vectors.apply."):
         return Scenario(nth=2)
@@ -330,8 +333,11 @@ def crash_phase(name: str, sc: Scenario, data: Path, d: Path, env: dict[str, str
             pre.kill()  # an unnamed crash under load leaves an outbox to replay
             for t in threads:
                 t.join(30)
-            if sc.prep == "drop_index":
+            if sc.prep == "drop_index":  # the vector index files are lost
                 for f in (data / "index").glob("*.usearch"):
+                    f.unlink()
+            if sc.prep == "drop_lexical":  # the lexical index state is lost
+                for f in (data / "lexical").glob("state.*.npz"):
                     f.unlink()
             victim = Proc(data, crash_env, d / "server.log")
             victim.ready(sc.reach_s)

@@ -53,6 +53,13 @@ KNOWN_POINTS: tuple[FaultPoint, ...] = (
     _p("vectors.checkpoint.before_cleanup", "index", "watermark advanced, old files remain"),
     _p("vectors.compact.before_swap", "index", "tombstone-free copy built, not swapped"),
     _p("vectors.compact.after_swap", "index", "compacted plane live in memory, not saved"),
+    # -- index: storage/sparse.py (the derived lexical index) -------------------------------
+    _p("sparse.apply.before", "index", "outbox ops read for the lexical index, none applied"),
+    _p("sparse.apply.after", "index", "postings applied in memory, not saved"),
+    _p("sparse.checkpoint.before_segments", "index", "delta flushed in memory, no file written"),
+    _p("sparse.checkpoint.mid_save", "index", "segments and state tmp fsynced, not renamed"),
+    _p("sparse.checkpoint.after_rename", "index", "new state in place, old files remain"),
+    _p("sparse.rebuild.batch", "index", "lexical index half rebuilt from the catalog", "startup"),
     # -- jobs: storage/jobs.py -------------------------------------------------------------
     _p("jobs.enqueue.after_insert", "jobs", "job row in the ingest transaction, uncommitted"),
     _p("jobs.claim.after_update", "jobs", "lease written, claim uncommitted"),

@@ -162,6 +162,19 @@ def create_app(svc: Service) -> FastAPI:
             {"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code
         )
 
+    # Handlers for these classes run inside the app: a handler for Exception runs in the
+    # outermost middleware, which re-raises after responding, so uvicorn logs a traceback and
+    # drops the keep-alive connection on every disk-full 507.
+    @app.exception_handler(OSError)
+    @app.exception_handler(sqlite3.OperationalError)
+    async def _storage(_: Request, exc: Exception) -> Response:
+        if not is_disk_full(exc):
+            raise exc
+        log.error("disk full: %s", exc)
+        return error_response(
+            InsufficientStorageError("the server is out of disk space; nothing was written")
+        )
+
     @app.exception_handler(Exception)
     async def _internal(_: Request, exc: Exception) -> Response:
         if is_disk_full(exc):  # the transaction rolled back: report, do not crash

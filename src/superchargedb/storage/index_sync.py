@@ -80,7 +80,13 @@ class IndexSync:
         ``checkpoint=False`` (bulk import) leaves the checkpoint to the caller."""
         self._apply_after(self.applied_seq)
         if checkpoint and self._since_checkpoint >= self.checkpoint_every:
-            self.checkpoint()
+            try:
+                self.checkpoint()
+            except (OSError, RuntimeError) as exc:
+                # The caller's write is committed and applied; the outbox still holds every op
+                # a checkpoint would persist, so a failed save (disk full) must not fail it.
+                log.error("index checkpoint failed (retried later): %s", exc)
+                self._since_checkpoint = 0
 
     def _apply_after(self, after: int) -> None:
         conn = self.catalog.reader()
