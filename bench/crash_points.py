@@ -25,6 +25,7 @@ import platform
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -128,6 +129,14 @@ def scenario(name: str) -> Scenario:
         return Scenario(nth=2)
     return Scenario(nth=3)
 
+
+# Negative controls: damage the data dir between the crash and the restart; the checks must
+# then fail (proof that they can). Not used in a normal run.
+SABOTAGE = {
+    "outbox": "DELETE FROM outbox",  # committed ops never reach the indexes
+    "audit": "DELETE FROM audit_log WHERE seq = (SELECT MAX(seq) FROM audit_log)",
+    "unit": "DELETE FROM units WHERE id = (SELECT MAX(id) FROM units WHERE doc_id LIKE 'c_-b%')",
+}
 
 _ports_lock = threading.Lock()
 _ports: set[int] = set()
@@ -375,7 +384,9 @@ def crash_phase(name: str, sc: Scenario, data: Path, d: Path, env: dict[str, str
             t.join(60)
 
 
-def run_point(name: str, seed: Path, root: Path, env: dict[str, str], embedder: Any) -> dict:
+def run_point(
+    name: str, seed: Path, root: Path, env: dict[str, str], embedder: Any, sabotage: str = ""
+) -> dict:
     fp = faults.BY_NAME[name]
     sc = scenario(name)
     d = root / name
@@ -388,6 +399,11 @@ def run_point(name: str, seed: Path, root: Path, env: dict[str, str], embedder: 
     reached, detail = crash_phase(name, sc, data, d, env, model)
     t1 = time.monotonic()
     restart_s = check_s = 0.0
+    if reached and sabotage:
+        conn = sqlite3.connect(data / "catalog.db")
+        with conn:
+            conn.execute(SABOTAGE[sabotage])
+        conn.close()
     if not reached:
         problems.append(detail)
     else:
@@ -452,7 +468,11 @@ def select(patterns: str | None) -> list[str]:
 
 
 def run_all(
-    names: list[str], parallel: int = 2, workdir: Path | None = None, forks: bool = True
+    names: list[str],
+    parallel: int = 2,
+    workdir: Path | None = None,
+    forks: bool = True,
+    sabotage: str = "",
 ) -> dict[str, Any]:
     """Run ``names`` (at most ``parallel`` at once); returns the report."""
     from tqdm import tqdm
@@ -471,7 +491,7 @@ def run_all(
     embedder = make_embedder("minilm-int8")
     results = []
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        futs = {pool.submit(run_point, n, seed, root, env, embedder): n for n in names}
+        futs = {pool.submit(run_point, n, seed, root, env, embedder, sabotage): n for n in names}
         for fut in tqdm(as_completed(futs), total=len(futs), desc="crash points", unit="pt"):
             try:
                 results.append(fut.result())
@@ -500,6 +520,7 @@ def run_all(
             "load_avg_at_end": os.getloadavg(),
         },
         "parallel": parallel,
+        "sabotage": sabotage or None,
         "registered_points": len(faults.KNOWN_POINTS),
         "run_points": len(results),
         "passed": sum(r["status"] == "pass" for r in results),
@@ -557,12 +578,14 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--workdir", type=Path, help="keep data dirs and logs here")
+    ap.add_argument("--sabotage", choices=sorted(SABOTAGE), help="negative control: must fail")
     args = ap.parse_args()
     names = select(args.points)
     if not names:
         sys.exit(f"no point matches {args.points!r}")
-    report = run_all(names, min(args.parallel, 2), args.workdir)
-    write_report(report, args.out)
+    report = run_all(names, min(args.parallel, 2), args.workdir, sabotage=args.sabotage or "")
+    if not args.sabotage:
+        write_report(report, args.out)
     print(f"{report['passed']}/{report['run_points']} passed in {report['total_s']} s")
     for r in report["points"]:
         if r["status"] != "pass":

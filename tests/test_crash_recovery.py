@@ -113,3 +113,23 @@ def test_every_fault_point_survives_sigkill(tmp_path: Path) -> None:
     failed = {r["name"]: r["problems"][:3] for r in report["points"] if r["status"] != "pass"}
     assert not failed, failed
     assert report["passed"] == len(names)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("sabotage", "symptom"),
+    [
+        ("outbox", ("dense search", "doctor")),
+        ("audit", ("audit verify failed", "no audit record")),
+        ("unit", ("partially visible", "shows", "GET unit")),
+    ],
+)
+def test_the_checks_catch_a_damaged_recovery(sabotage: str, symptom: tuple[str, ...]) -> None:
+    """Negative control: damage the data dir between the crash and the restart; the point must
+    fail, for the expected reason."""
+    import crash_points
+
+    report = crash_points.run_all(["ingest.after_commit"], parallel=1, sabotage=sabotage)
+    (point,) = report["points"]
+    assert point["status"] == "fail"
+    assert any(w in p for p in point["problems"] for w in symptom), point["problems"]
