@@ -267,6 +267,24 @@ def test_filters_the_index_does_not_hold(tmp_path: Path) -> None:
     cat.close()
 
 
+def test_maxscore_equals_exhaustive(tmp_path: Path) -> None:
+    from superchargedb.search.sparse_search import SparseSearcher
+
+    cat, sync = open_dir(tmp_path)
+    write(cat, sync, texts(), 0, 9)
+    assert sync.lexical is not None
+    sp = SparseSearcher(sync.lexical)
+    tok = sync.lexical.tok
+    for q in queries():
+        tids = [sp.term_id(t[0]) if (t := tok.tokens(w)) else None for w in query_terms(q)]
+        for key, pred in (("all", lambda s: True), ("alpha", lambda s: s[0] == "acme/alpha")):
+            with sync.lexical.rw.read():
+                mask = sp.mask(key, pred)
+                for k in (1, 10, 100):
+                    assert sp.topk(tids, mask, k) == sp.topk(tids, mask, k, exhaustive=True)
+    cat.close()
+
+
 def test_phrase_terms_fall_back_to_fts5(tmp_path: Path) -> None:
     cat, sync = open_dir(tmp_path)
     write(cat, sync, [*DISTRACTORS, "The error code ERR_7731 means the disk is full."], 0, 5)

@@ -64,6 +64,16 @@ class Fts5Tokenizer:
                 part = miss[i : i + 5000]
                 self._cache.update(zip(part, self._run(part), strict=True))
 
+    def pieces(self, text: str) -> list[str]:
+        """``text`` cut at the measured separators (each piece tokenizes on its own)."""
+        return self._piece.findall(text)
+
+    def piece_tokens(self, pieces: Sequence[str]) -> list[tuple[str, ...]]:
+        """FTS5's tokens of each piece (resolved through the cache)."""
+        self._resolve(pieces)
+        cache = self._cache
+        return [cache[p] if p in cache else self._run_one(p) for p in pieces]
+
     def tokens(self, text: str) -> list[str]:
         pieces = self._piece.findall(text)
         cache = self._cache

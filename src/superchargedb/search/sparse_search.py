@@ -22,8 +22,8 @@ from collections.abc import Callable, Hashable, Sequence
 import numpy as np
 
 from ..storage.sparse import Signature, SparseIndex
+from ..storage.sparse_segment import K1, B, Segment
 
-K1, B = 1.2, 0.75
 _MASKS = 16  # cached visibility masks (1 byte per catalog id each)
 
 
@@ -66,51 +66,97 @@ class SparseSearcher:
         return m
 
     # ------------------------------------------------------------------ scoring
-    def topk(self, tids: Sequence[int | None], mask: np.ndarray, k: int) -> list[int]:
-        """Catalog ids of the ``k`` best documents within ``mask``; read lock held."""
+    def topk(
+        self, tids: Sequence[int | None], mask: np.ndarray, k: int, *, exhaustive: bool = False
+    ) -> list[int]:
+        """Catalog ids of the ``k`` best documents within ``mask``; read lock held.
+
+        MaxScore: phrases are taken in decreasing order of their score bound; once the bounds of
+        the phrases left sum below the k-th best partial score so far, no unseen document can
+        reach the top k, and the phrases left are only looked up for the candidates that still
+        can. Final scores are then summed phrase by phrase *in query order*, as FTS5 does, so
+        they are FTS5's to the last bit. ``exhaustive`` scores every posting (for comparison).
+        """
         ix = self.ix
         n_rows = ix.n_docs
         if k <= 0 or n_rows <= 0:
             return []
         avgdl = ix.total / n_rows
-        segs = list(ix.segments)
-        delta = ix.delta_segment()
-        if delta is not None:
-            segs.append(delta)
         dl = ix.dl
-        parts_d: list[np.ndarray] = []
-        parts_w: list[np.ndarray] = []
+        segs = [*ix.segments, *ix.delta]
+        phrases: list[tuple[float, float, list[tuple[Segment, int]]]] = []  # idf, bound, where
         for tid in tids:
-            if tid is None:
-                continue
+            if tid is None or int(ix.df[tid]) <= 0:
+                continue  # FTS5 adds 0.0 for a phrase that matches nothing
             n_hit = int(ix.df[tid])
-            if n_hit <= 0:
-                continue
             idf = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
             if idf <= 0.0:
                 idf = 1e-6
-            for seg in segs:
-                p = seg.postings(tid)
-                if p is None:
-                    continue
-                docs, tf = p
+            locs = [(seg, pos) for seg in segs if (pos := seg.term(tid)) >= 0]
+            if locs:
+                scale = max(
+                    float(seg.t_ub[pos]) * max(1.0, avgdl / float(seg.a_build[0]))
+                    for seg, pos in locs
+                )
+                phrases.append((idf, idf * scale * (1 + 1e-6), locs))
+        if not phrases:
+            return []
+
+        def weight(docs: np.ndarray, tf: np.ndarray, idf: float) -> np.ndarray:
+            f = tf.astype(np.float64)
+            d = dl[docs].astype(np.float64)
+            return idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / avgdl)))
+
+        order = sorted(range(len(phrases)), key=lambda j: -phrases[j][1])
+        acc = np.zeros(len(mask))
+        seen = np.zeros(len(mask), dtype=bool)
+        parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in phrases]
+        split, theta = len(order), -math.inf
+        for step, j in enumerate(order):
+            if step and not exhaustive:
+                rest = sum(phrases[x][1] for x in order[step:])
+                cand = np.flatnonzero(seen)
+                if len(cand) >= k:
+                    theta = float(np.partition(acc[cand], len(cand) - k)[len(cand) - k])
+                    if rest < theta:
+                        split = step
+                        break
+            idf, _, locs = phrases[j]
+            for seg, pos in locs:
+                docs, tf = seg.postings_at(pos)
                 sel = mask[docs]
                 docs = docs[sel]
-                if not len(docs):
-                    continue
-                f = tf[sel].astype(np.float64)
-                d = dl[docs].astype(np.float64)
-                parts_d.append(docs)
-                parts_w.append(idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / avgdl))))
-        if not parts_d:
+                if len(docs):
+                    w = weight(docs, tf[sel], idf)
+                    acc[docs] += w  # a document is in one segment, once per term
+                    seen[docs] = True
+                    parts[j].append((docs, w))
+        cand = np.flatnonzero(seen)
+        if split < len(order):
+            rest = sum(phrases[x][1] for x in order[split:])
+            cand = cand[acc[cand] + rest >= theta]
+            for j in order[split:]:
+                idf, _, locs = phrases[j]
+                for seg, pos in locs:
+                    docs, tf = seg.postings_at(pos)
+                    at = np.minimum(np.searchsorted(docs, cand), len(docs) - 1)
+                    hit = docs[at] == cand
+                    if hit.any():
+                        parts[j].append((cand[hit], weight(cand[hit], tf[at[hit]], idf)))
+        n = len(cand)
+        if n == 0:
             return []
-        docs = np.concatenate(parts_d)
-        acc = np.bincount(docs, weights=np.concatenate(parts_w))
-        cand = np.flatnonzero(acc)
-        scores = acc[cand]
-        if len(cand) > k:
-            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-            keep = scores >= kth
-            cand, scores = cand[keep], scores[keep]
-        order = np.lexsort((cand, -scores))[:k]
-        return [int(x) for x in cand[order]]
+        score = np.zeros(n)
+        for j in range(len(phrases)):  # query order: FTS5's summation order
+            col = np.zeros(n)
+            for docs, w in parts[j]:
+                at = np.minimum(np.searchsorted(cand, docs), n - 1)
+                ok = cand[at] == docs
+                col[at[ok]] = w[ok]
+            score = score + col
+        if n > k:
+            kth = np.partition(score, n - k)[n - k]
+            keep = score >= kth
+            cand, score = cand[keep], score[keep]
+        top = np.lexsort((cand, -score))[:k]
+        return [int(x) for x in cand[top]]

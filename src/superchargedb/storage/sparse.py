@@ -27,6 +27,7 @@ import sqlite3
 import threading
 import zipfile
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +75,11 @@ class SparseIndex:
         self._sig_ids: dict[Signature, int] = {}
         self.n_docs = 0
         self.total = 0  # tokens over all live rows and columns (FTS5's xColumnTotalSize(-1))
-        self.segments: list[Segment] = []
-        self.delta: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._delta_seg: Segment | None = None
+        self.segments: list[Segment] = []  # saved, memory-mapped (or awaiting a checkpoint)
+        self.delta: list[Segment] = []  # one small in-memory segment per recent apply
+        self._delta_docs = 0
+        self._pieces: dict[str, tuple[int, ...]] = {}  # text piece -> its term ids
+        self._acl_lens: dict[str, int] = {}
         self._saved: set[str] = set()
         self._n_seg = 0
         self.applied = 0
@@ -97,20 +100,24 @@ class SparseIndex:
                 new[: len(old)] = old
                 setattr(self, name, new)
 
-    def _term_ids(self, tokens: list[str]) -> list[int]:
-        get, terms = self.terms.get, self.terms
-        out = []
-        for t in tokens:
-            i = get(t)
-            if i is None:
-                i = terms[t] = len(self.term_list)
-                self.term_list.append(t)
-            out.append(i)
-        if len(self.term_list) > len(self.df):
-            df = np.zeros(2 * len(self.term_list), np.int64)
+    def _learn(self, pieces: Iterable[str]) -> None:
+        """Term ids of pieces never seen (FTS5 tokenizes each once; new terms get new ids)."""
+        new = [p for p in dict.fromkeys(pieces) if p not in self._pieces]
+        terms, term_list = self.terms, self.term_list
+        for piece, toks in zip(new, self.tok.piece_tokens(new), strict=True):
+            ids = []
+            for t in toks:
+                i = terms.get(t)
+                if i is None:
+                    i = terms[t] = len(term_list)
+                    term_list.append(t)
+                ids.append(i)
+            self._pieces[piece] = tuple(ids)
+        if len(term_list) > len(self.df):
+            df = np.zeros(2 * len(term_list), np.int64)
             df[: len(self.df)] = self.df
-            self.df = df
-        return out
+            with self.rw.write():
+                self.df = df
 
     def _sig_id(self, s: Signature) -> int:
         i = self._sig_ids.get(s)
@@ -129,54 +136,66 @@ class SparseIndex:
             tuple(json.loads(row["acl_groups"])),
         )
 
+    def _acl_len(self, acl: str) -> int:
+        n = self._acl_lens.get(acl)
+        if n is None:
+            n = self._acl_lens[acl] = len(self.tok.tokens(acl))
+            if len(self._acl_lens) > 100_000:
+                self._acl_lens.clear()
+        return n
+
     # ------------------------------------------------------------------ analysis
-    def _analyze(self, rows: Sequence[Any]) -> list[tuple[int, np.ndarray, np.ndarray, int, int]]:
-        """``(id, term ids, tfs, dl, signature)`` per row: FTS5's tokens of text + context."""
-        docs = self.tok.tokens_many([f"{r['text']}\n{r['context']}" for r in rows])
-        flat = np.fromiter((i for toks in docs for i in self._term_ids(toks)), dtype=np.int64)
-        lens = np.fromiter((len(t) for t in docs), dtype=np.int64, count=len(docs))
-        owner = np.repeat(np.arange(len(docs), dtype=np.int64), lens)
+    def _analyze(self, rows: Sequence[Any]) -> tuple[Segment, np.ndarray, np.ndarray] | None:
+        """A segment of ``rows`` (FTS5's tokens of text + context), their ``dl`` and signatures.
+
+        Text is cut into pieces by a C regex and each piece maps to its term ids through a dict,
+        so the per-token work stays in C (``map``/``chain``) after the vocabulary is learned.
+        """
+        if not rows:
+            return None
+        split = [self.tok.pieces(f"{r['text']}\n{r['context']}") for r in rows]
+        get = self._pieces.__getitem__
+        try:
+            per_doc = [list(chain.from_iterable(map(get, ps))) for ps in split]
+        except KeyError:
+            self._learn(chain.from_iterable(split))
+            per_doc = [list(chain.from_iterable(map(get, ps))) for ps in split]
+        n = len(rows)
+        lens = np.fromiter(map(len, per_doc), dtype=np.int64, count=n)
+        flat = np.fromiter(chain.from_iterable(per_doc), dtype=np.int64, count=int(lens.sum()))
+        owner = np.repeat(np.arange(n, dtype=np.int64), lens)
         keys, counts = np.unique((owner << 32) | flat, return_counts=True)
-        k_doc = keys >> 32
-        bounds = np.searchsorted(k_doc, np.arange(len(docs) + 1))
-        tids = (keys & 0xFFFFFFFF).astype(np.uint32)
-        tfs = np.minimum(counts, segmod.TF_MAX).astype(np.uint16)
-        out = []
-        for j, r in enumerate(rows):
-            a, b = int(bounds[j]), int(bounds[j + 1])
-            n_acl = len(self.tok.tokens(r["acl"]))
-            out.append(
-                (
-                    int(r["id"]),
-                    tids[a:b],
-                    tfs[a:b],
-                    int(lens[j]) + n_acl,
-                    self._sig_id(self.signature(r)),
-                )
-            )
-        return out
+        distinct = np.bincount(keys >> 32, minlength=n)
+        f_tid = (keys & 0xFFFFFFFF).astype(np.uint32)
+        f_tf = np.minimum(counts, segmod.TF_MAX).astype(np.uint16)
+        ids = np.fromiter((int(r["id"]) for r in rows), dtype=np.int64, count=n)
+        dl = lens + np.fromiter((self._acl_len(r["acl"]) for r in rows), np.int64, count=n)
+        sig = np.fromiter((self._sig_id(self.signature(r)) for r in rows), dtype=np.int32, count=n)
+        order = np.argsort(ids, kind="stable")
+        seg = segmod.from_forward(self._new_name(), ids, distinct, f_tid, f_tf)
+        return seg, dl[order], sig[order]
 
     # ------------------------------------------------------------------ mutation (mutex held)
-    def _add(self, items: list[tuple[int, np.ndarray, np.ndarray, int, int]]) -> None:
-        if not items:
+    def _add(self, analyzed: tuple[Segment, np.ndarray, np.ndarray] | None) -> None:
+        if analyzed is None:
             return
-        self._ensure_docs(max(d for d, *_ in items))
+        seg, dl, sig = analyzed
+        docs = seg.docs.astype(np.int64)
+        self._ensure_docs(int(docs[-1]))
+        tf_df = np.bincount(seg.f_tid, minlength=len(self.term_list))
         with self.rw.write():
-            for doc, tids, tfs, dl, sig in items:
-                self.delta[doc] = (tids, tfs)
-                self.live[doc] = True
-                self.dl[doc] = dl
-                self.sig[doc] = sig
-                self.df[tids] += 1
-                self.n_docs += 1
-                self.total += dl
-            self._delta_seg = None
+            self.live[docs] = True
+            self.dl[docs] = dl
+            self.sig[docs] = sig
+            self.df[: len(tf_df)] += tf_df
+            self.n_docs += len(docs)
+            self.total += int(dl.sum())
+            self.delta.append(seg)
+            self._delta_docs += len(docs)
             self.version += 1
 
     def _forward(self, doc: int) -> tuple[np.ndarray, np.ndarray] | None:
-        if doc in self.delta:
-            return self.delta[doc]
-        for s in self.segments:
+        for s in (*self.delta, *self.segments):
             f = s.forward(doc)
             if f is not None:
                 return f
@@ -189,11 +208,9 @@ class SparseIndex:
         with self.rw.write():
             if fwd is not None:
                 self.df[fwd[0].astype(np.int64)] -= 1
-            self.live[doc] = False
+            self.live[doc] = False  # its postings stay (masked) until a merge drops them
             self.n_docs -= 1
             self.total -= int(self.dl[doc])
-            if self.delta.pop(doc, None) is not None:
-                self._delta_seg = None
             self.version += 1
 
     def _refresh(self, row: Any) -> None:
@@ -249,7 +266,7 @@ class SparseIndex:
                 self._add(self._analyze(list(fresh.values())))
                 i = j
             self.applied = todo[-1][0]
-            if len(self.delta) >= self.delta_max:
+            if self._delta_docs >= self.delta_max:
                 self._flush_delta()
             faults.point("sparse.apply.after")
 
@@ -264,13 +281,19 @@ class SparseIndex:
         return f"seg-{self._n_seg:06d}"
 
     def _flush_delta(self) -> None:
+        """The in-memory segments of recent applies become one segment (dead documents dropped);
+        more than ``max_segments`` segments are merged, smallest first."""
         if not self.delta:
             return
-        seg = segmod.from_docs(self._new_name(), [(d, t, f) for d, (t, f) in self.delta.items()])
+        seg = (
+            self.delta[0]
+            if len(self.delta) == 1
+            else segmod.merge(self._new_name(), self.delta, self.live)
+        )
         with self.rw.write():
             self.segments.append(seg)
-            self.delta = {}
-            self._delta_seg = None
+            self.delta = []
+            self._delta_docs = 0
             self.version += 1
         while len(self.segments) > self.max_segments:
             a, b = sorted(self.segments, key=lambda s: s.n_docs)[:2]
@@ -279,16 +302,6 @@ class SparseIndex:
                 self.segments = [s for s in self.segments if s is not a and s is not b]
                 self.segments.append(merged)
                 self.version += 1
-
-    def delta_segment(self) -> Segment | None:
-        """The unflushed documents as a segment (rebuilt lazily after a change; read lock held)."""
-        if not self.delta:
-            return None
-        seg = self._delta_seg
-        if seg is None:
-            seg = segmod.from_docs("delta", [(d, t, f) for d, (t, f) in self.delta.items()])
-            self._delta_seg = seg
-        return seg
 
     # ------------------------------------------------------------------ persistence
     def _states(self) -> list[tuple[int, Path]]:
@@ -434,7 +447,7 @@ class SparseIndex:
                     break
                 self._add(self._analyze(rows))
                 last = int(rows[-1]["id"])
-                if len(self.delta) >= self.delta_max:
+                if self._delta_docs >= self.delta_max:
                     self._flush_delta()
                 faults.point("sparse.rebuild.batch")
             self.applied = seq
@@ -462,7 +475,7 @@ class SparseIndex:
             "docs": self.n_docs,
             "terms": len(self.term_list),
             "segments": len(self.segments),
-            "delta": len(self.delta),
+            "delta_docs": self._delta_docs,
             "postings": sum(s.n_postings for s in self.segments),
             "applied_seq": self.applied,
             "durable_seq": self.durable,
