@@ -44,7 +44,7 @@ def test_slots_queue_and_refusal():
         adm.release("search")  # hands the slot to the waiter
         await waiter
         snap = adm.snapshot()["search"]
-        assert snap == {"inflight": 2, "queued": 0, "admitted": 3, "rejected": 1}
+        assert snap == {"inflight": 2, "limit": 2, "queued": 0, "admitted": 3, "rejected": 1}
         # A waiter that is not served within wait_s is refused, and leaves the queue.
         with pytest.raises(OverloadedError):
             await adm.acquire("search")
@@ -59,6 +59,39 @@ def test_slots_queue_and_refusal():
         for _ in range(50):
             await adm.acquire("other")
         assert adm.snapshot()["other"]["inflight"] == 50
+
+    run(scenario())
+
+
+def test_limit_adapts_to_latency_and_never_starves():
+    async def scenario():
+        adm = Admission(
+            {n: (8, 8) for n in ("ingest", "search", "answer", "other")}, 0.2, {"search": 0.02}
+        )
+        st = adm.classes["search"]
+
+        async def one(seconds: float) -> None:
+            started = await adm.acquire("search")
+            await asyncio.sleep(seconds)
+            adm.release("search", started)
+
+        await asyncio.gather(*(one(0.04) for _ in range(8)))  # one slow generation, over target
+        assert adm.snapshot()["search"]["limit"] == pytest.approx(7.2)  # cut once, not 8 times
+        for _ in range(30):  # each later slow request ran under the cut limit: cut again
+            await one(0.04)
+        assert st.limit == 1.0  # one slot at least, never zero
+        first = await adm.acquire("search")
+        with pytest.raises(OverloadedError):  # the one slot is taken: the queue times out
+            await adm.acquire("search")
+        adm.release("search", first)
+        for _ in range(60):  # fast requests raise it again, by 1/limit each
+            await one(0)
+        assert 8 >= st.limit > 8 * 0.9**3
+        # A class without a target keeps its fixed limit.
+        started = await adm.acquire("answer")
+        await asyncio.sleep(0.04)
+        adm.release("answer", started)
+        assert adm.classes["answer"].limit == 8
 
     run(scenario())
 

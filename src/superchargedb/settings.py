@@ -115,6 +115,11 @@ class Settings(BaseSettings):
     queue_answer: int = 8
     queue_other: int = 64
     queue_wait_s: float = 2.0
+    # Latency targets: a slower request lowers its class's limit (AIMD, never below 1); 0 = fixed.
+    latency_target_ingest_s: float = 5.0
+    latency_target_search_s: float = 1.0
+    latency_target_answer_s: float = 8.0
+    latency_target_other_s: float = 1.0
 
     # Cache
     cache_max_bytes: int = 64 * 1024 * 1024

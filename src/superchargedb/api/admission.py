@@ -21,7 +21,8 @@ class AdmissionMiddleware:
         self.admission = admission
         metrics.gauge(
             "scdb_admission",
-            "Admission control by request class: in flight, queued, admitted, rejected (503)",
+            "Admission control per request class:"
+            " in flight, adaptive limit, queued, admitted, rejected",
             self._gauge,
         )
 
@@ -42,14 +43,14 @@ class AdmissionMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            await self.admission.acquire(name)
+            started = await self.admission.acquire(name)
         except OverloadedError as exc:
             await _send_503(send, exc)
             return
         try:
             await self.app(scope, receive, send)
         finally:
-            self.admission.release(name)
+            self.admission.release(name, started)
 
 
 async def _send_503(send: Send, exc: OverloadedError) -> None:
