@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from .claims import Features, Number, norm_word
 from .lexicon import CONTRAST, DIRECTIONS, NEG_PREFIXES
+from .slots import slot_swaps
 
 __all__ = ["CLAUSE_MIN_STEMS", "Evidence", "clause_coverage", "guard_failures", "is_year"]
 
@@ -146,6 +147,7 @@ def guard_failures(claim: Features, ev: Evidence) -> list[str]:
         if norm_word(i) not in ev.cited.vocab
     ]
     out += [f"rate per {r} not in cited passage" for r in sorted(claim.rates - ev.cited.rates)]
+    out += slot_swaps(claim.text, [s.text for s in ev.sentences], ev.cited.text)
     return out + _polarity_failures(claim, ev)
 
 
