@@ -238,3 +238,20 @@ def doctor(data: Path, embedder: Any, problems: list[str]) -> dict[str, Any]:
     if not report["ok"]:
         problems.append(f"doctor: {json.dumps(report)[:600]}")
     return {k: v.get("ok") for k, v in report.items() if isinstance(v, dict)}
+
+
+def leaks(data: Path) -> dict[str, int]:
+    """Space a crash left behind without losing anything: upload temp files, blobs no catalog
+    row names, index temp files. Reported, not failed (nothing acknowledged depends on them)."""
+    objects = data / "objects"
+    on_disk = {p.name for p in objects.glob("??/??/*") if p.is_file()}
+    conn = ro(data / "catalog.db")
+    try:
+        named = {r[0] for r in conn.execute("SELECT sha256 FROM objects")}
+    finally:
+        conn.close()
+    return {
+        "upload_tmp_files": sum(1 for p in (objects / "tmp").glob("*") if p.is_file()),
+        "orphan_blobs": len(on_disk - named),
+        "index_tmp_files": sum(1 for p in (data / "index").glob("*.tmp")),
+    }

@@ -58,7 +58,8 @@ CHECKED = (
     "failed jobs leave no Units and release the quota",
     "audit: every Unit, acknowledged delete, ACL change, object and job is in the chain; head "
     "== last record; `superchargedb audit verify` passes (with the signed anchor)",
-    "doctor: SQLite integrity, FTS5 vs content, catalog ids == vector index ids",
+    "doctor: SQLite integrity, FTS5 vs content, catalog ids == vector index ids (per plane) "
+    "== lexical (sparse) index ids",
 )
 
 
@@ -399,6 +400,7 @@ def run_point(
     reached, detail = crash_phase(name, sc, data, d, env, model)
     t1 = time.monotonic()
     restart_s = check_s = 0.0
+    leftovers: dict[str, int] = {}
     if reached and sabotage:
         conn = sqlite3.connect(data / "catalog.db")
         with conn:
@@ -433,6 +435,7 @@ def run_point(
                 {f"doctor_{k}": 1 for k, v in crash_checks.doctor(data, embedder, problems).items()}
             )
             check_s = time.monotonic() - t1 - restart_s
+            leftovers = crash_checks.leaks(data)
     problems += [f"unexpected response during the load: {e}" for e in model.errors]
     return {
         "name": name,
@@ -452,6 +455,7 @@ def run_point(
         "acked": dict(model.ops),
         "in_flight": model.in_flight,
         "checked": dict(checked),
+        "leftovers": leftovers,
         "crash_s": round(t1 - t0, 2),
         "restart_s": round(restart_s, 2),
         "check_s": round(check_s, 2),
@@ -483,28 +487,41 @@ def run_all(
     cfg = root / "config"
     cfg.mkdir(parents=True, exist_ok=True)
     env = base_env(cfg)
+    # The in-process doctor reads the audit key and the anchor dir from the environment.
+    saved = {k: os.environ.get(k) for k in ("SCDB_AUDIT_KEY", "XDG_CONFIG_HOME")}
     os.environ.update(SCDB_AUDIT_KEY=env["SCDB_AUDIT_KEY"], XDG_CONFIG_HOME=str(cfg))
     t0 = time.monotonic()
     global _forks
     _forks = ForkServer() if forks else None
-    seed = make_seed(root, env)
-    embedder = make_embedder("minilm-int8")
     results = []
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        futs = {pool.submit(run_point, n, seed, root, env, embedder, sabotage): n for n in names}
-        for fut in tqdm(as_completed(futs), total=len(futs), desc="crash points", unit="pt"):
-            try:
-                results.append(fut.result())
-            except Exception as exc:  # a harness error fails that point, never the whole run
-                fp = faults.BY_NAME[futs[fut]]
-                results.append(
-                    {"name": fp.name, "area": fp.area, "phase": fp.phase, "status": "fail",
-                     "problems": [f"harness error: {type(exc).__name__}: {exc}"], "total_s": 0}
-                )  # fmt: skip
-    if _forks is not None:
-        _forks.close()
-    if workdir is None:
-        shutil.rmtree(root, ignore_errors=True)
+    try:
+        seed = make_seed(root, env)
+        embedder = make_embedder("minilm-int8")
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            futs = {
+                pool.submit(run_point, n, seed, root, env, embedder, sabotage): n for n in names
+            }
+            for fut in tqdm(as_completed(futs), total=len(futs), desc="crash points", unit="pt"):
+                try:
+                    results.append(fut.result())
+                except Exception as exc:  # a harness error fails that point, not the run
+                    fp = faults.BY_NAME[futs[fut]]
+                    results.append(
+                        {"name": fp.name, "area": fp.area, "phase": fp.phase, "status": "fail",
+                         "problems": [f"harness error: {type(exc).__name__}: {exc}"],
+                         "total_s": 0}
+                    )  # fmt: skip
+    finally:
+        if _forks is not None:
+            _forks.close()
+            _forks = None
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
     order = {n: i for i, n in enumerate(names)}
     results.sort(key=lambda r: order[r["name"]])
     by_area: dict[str, dict[str, int]] = {}
@@ -548,21 +565,26 @@ def write_report(report: dict[str, Any], out: Path) -> None:
         "|---|---:|---:|",
         *[f"| {a} | {v['points']} | {v['passed']} |" for a, v in report["by_area"].items()],
         "",
+        '"left over": upload temp files, blobs without a catalog row and index temp files the '
+        "crash left in the data dir (space, not data: reported, not failed).",
+        "",
         "Checked after each restart:",
         "",
         *[f"- {c}" for c in report["checked"]],
         "",
-        "| point | area | phase | crash at | result | acked | in flight | searches | time s |",
-        "|---|---|---|---|---|---|---:|---:|---:|",
+        "| point | area | phase | crash at | result | acked | in flight | searches | left over "
+        "| s |",
+        "|---|---|---|---|---|---|---:|---:|---|---:|",
     ]
     for r in report["points"]:
         acked = ", ".join(f"{k} {v}" for k, v in sorted(r.get("acked", {}).items()))
         ch = r.get("checked", {})
         searches = ch.get("search_lexical", 0) + ch.get("search_dense", 0)
+        left = ", ".join(f"{k} {v}" for k, v in r.get("leftovers", {}).items() if v)
         lines.append(
             f"| `{r['name']}` | {r['area']} | {r['phase']} | "
             f"`{r.get('scenario', {}).get('crash_at', '')}` | **{r['status']}** | {acked} | "
-            f"{len(r.get('in_flight', []))} | {searches} | {r['total_s']} |"
+            f"{len(r.get('in_flight', []))} | {searches} | {left} | {r['total_s']} |"
         )
     fails = [r for r in report["points"] if r["status"] != "pass"]
     if fails:
