@@ -325,6 +325,35 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
+def smaps_summary(pid: int) -> dict[str, float]:
+    """Resident MB by kind of mapping: where growth sits (malloc heap, thread arenas and large
+    anonymous mappings, files)."""
+    out = {"heap": 0.0, "anon_64mb_arenas": 0.0, "anon_other": 0.0, "file": 0.0, "n_anon": 0}
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            name, size_kb = "", 0
+            for line in f:
+                parts = line.split()
+                if "-" in parts[0] and len(parts) >= 5:  # a mapping header
+                    name = parts[5] if len(parts) > 5 else ""
+                    lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                    size_kb = (hi - lo) // 1024
+                elif parts[0] == "Rss:":
+                    mb = int(parts[1]) / 1024
+                    if name == "[heap]":
+                        out["heap"] += mb
+                    elif name.startswith("/"):
+                        out["file"] += mb
+                    elif not name:
+                        out["n_anon"] += 1
+                        # glibc reserves 64 MB per thread arena
+                        key = "anon_64mb_arenas" if size_kb == 65536 else "anon_other"
+                        out[key] += mb
+    except OSError:
+        pass
+    return {k: round(v, 1) for k, v in out.items()}
+
+
 async def sample_rss(
     pid: int, every: float, series: list[tuple[float, float, str]], phase_name: list[str], t0: float
 ) -> None:
@@ -438,6 +467,9 @@ def markdown(rep: dict[str, Any]) -> str:
         f"{fmt(mem.get('last_quarter_mean_mb'))} MB, max deviation "
         f"{fmt(mem.get('max_deviation_pct'))} % -> "
         f"**{'flat' if mem.get('flat_within_10pct') else 'NOT flat'} within +-10 %**.",
+        "",
+        f"Resident MB by mapping kind (from /proc/<pid>/smaps) at the start of the overload: "
+        f"{mem.get('smaps_mb_before')}; at its end: {mem.get('smaps_mb_after')}.",
         "",
         "## Consistency under concurrent writes and reads",
         "",
@@ -564,6 +596,7 @@ async def drive(
             await wl.run(ph)
             ticker.cancel()
             results.append(summarize(ph))
+        smaps_before = smaps_summary(pid)
         ph = Phase("overload", max(levels), args.overload_seconds)
         current[0] = "overload"
         checker = ConsistencyChecker(
@@ -582,6 +615,8 @@ async def drive(
         over["t_end"] = round(ph.ended - t0, 2)
         warmup = min(60.0, 0.2 * args.overload_seconds)
         over["memory"] = memory_verdict(series, over["t_start"], over["t_end"], warmup)
+        over["memory"]["smaps_mb_before"] = smaps_before
+        over["memory"]["smaps_mb_after"] = smaps_summary(pid)
         return {
             "levels": results,
             "overload": over,
