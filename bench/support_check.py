@@ -1,7 +1,7 @@
 """Support-check benchmark: catch rate and false-removal rate of the offline checker.
 
 Runs ``LexicalDenseChecker`` (MiniLM int8) over ``tests/answer_cases.py`` and reports, for the
-TUNE split, the TEST split (and its two blind rounds: cases written after the checker was
+TUNE split, the TEST split (and its five blind rounds: cases written after the checker was
 frozen, see tests/answer_cases.py) and ALL cases, the share of adversarial sentences caught (marked
 unsupported) and the share of faithful sentences falsely removed, per kind too. DECISIONS 36
 asks for >= 90 % caught with <= 10 % false removals. Also times one check against three
@@ -161,6 +161,7 @@ def main() -> None:
             "test_blind2": rates([(c, ok) for c, ok in decided if c.blind == 2]),
             "test_blind3": rates([(c, ok) for c, ok in decided if c.blind == 3]),
             "test_blind4": rates([(c, ok) for c, ok in decided if c.blind == 4]),
+            "test_blind5": rates([(c, ok) for c, ok in decided if c.blind == 5]),
             "all": rates(decided),
         },
         "misses": [
@@ -178,6 +179,10 @@ def main() -> None:
             str(r): {"caught": f"{c}/{a}", "falsely_removed": f"{x}/{g}"}
             for r, (c, a, x, g) in BLIND_FIRST_RUNS.items()
         },
+        "blind_first_runs_pooled": {
+            "rounds 1-4 (checker before the slot-swap guard)": pooled([1, 2, 3, 4]),
+            "round 5 (after it)": pooled([5]),
+        },
     }
     if args.tune:
         report["tuning"] = tune(embedder, measured)
@@ -193,17 +198,67 @@ def main() -> None:
     print("\nwrong decisions:")
     for m in report["misses"]:
         print(f"  [{m['split']}] {m['kind']}: {m['sentence']}")
-    c, a, x, g = (sum(v[i] for v in BLIND_FIRST_RUNS.values()) for i in range(4))
-    print(
-        f"\nblind rounds, first runs (recorded in tests/answer_cases.py): caught {c}/{a} = "
-        f"{c / a:.1%}, false removals {x}/{g} = {x / g:.1%}"
-    )
+    print("\nblind rounds, first runs (recorded in tests/answer_cases.py):")
+    for name, r in report["blind_first_runs_pooled"].items():
+        print(f"  {name}: caught {r['caught']}, false removals {r['falsely_removed']}")
     print("\ntiming:", report["timing"])
     if args.tune:
         print("\ntuning on TUNE:", report["tuning"])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "support_check.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwrote {args.out / 'support_check.json'}")
+    (args.out / "support_check.md").write_text(markdown(report))
+    print(f"\nwrote {args.out / 'support_check.json'} and support_check.md")
+
+
+def pooled(rounds: list[int]) -> dict[str, str]:
+    c, a, x, g = (sum(BLIND_FIRST_RUNS[r][i] for r in rounds) for i in range(4))
+    return {"caught": f"{c}/{a} = {c / a:.1%}", "falsely_removed": f"{x}/{g} = {x / g:.1%}"}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "# Support-check benchmark",
+        "",
+        f"Generated {report['when']} by `bench/support_check.py` ({report['machine']},"
+        f" {report['model']}). DECISIONS 36 asks for >= 90 % of adversarial sentences caught"
+        " with <= 10 % of good ones falsely removed.",
+        "",
+        "## Current checker on every split",
+        "",
+        "| split | caught | false removals |",
+        "|---|---|---|",
+    ]
+    for name, r in report["splits"].items():
+        lines.append(
+            f"| {name} | {r['caught']}/{r['adversarial']} = {r['catch_rate']:.1%}"
+            f" | {r['removed']}/{r['good']} = {r['false_removal_rate']:.1%} |"
+        )
+    lines += [
+        "",
+        "TUNE chose the thresholds; TEST's guards were designed while reading all"
+        " hand-written cases, and rounds 1-4 were fixed after their first runs, so their current"
+        " numbers are not blind. Round 5 was not fixed: its current numbers are its first run.",
+        "",
+        "## Blind rounds, first runs (the honest estimate for unseen sentences)",
+        "",
+        "| round | caught | false removals |",
+        "|---|---|---|",
+    ]
+    for r, v in report["blind_first_runs"].items():
+        lines.append(f"| {r} | {v['caught']} | {v['falsely_removed']} |")
+    for name, v in report["blind_first_runs_pooled"].items():
+        lines.append(f"| {name} | {v['caught']} | {v['falsely_removed']} |")
+    lines += ["", "## Wrong decisions (current checker)", ""]
+    for m in report["misses"]:
+        lines.append(f"- [{m['split']}] {m['kind']}: {m['sentence']}")
+    tm = report["timing"]
+    lines += [
+        "",
+        f"Timing: one embedding {tm['one_embedding_ms']} ms; one check against three passages"
+        f" cold {tm['cold_ms_p50']} ms, warm {tm['warm_ms_p50']} ms (p50; load average"
+        f" {tm['load_avg_1min']}).",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

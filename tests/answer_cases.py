@@ -26,10 +26,17 @@ measured the fixed checker. First-run results (caught / falsely removed):
     round 2: 25/28 = 89.3 %   3/21 = 14.3 %
     round 3: 19/24 = 79.2 %   2/17 = 11.8 %
     round 4: 19/24 = 79.2 %   3/16 = 18.8 %   (after it: a "May" month bug, contrast cues)
-    pooled:  87/103 = 84.5 %  12/76 = 15.8 %
+    pooled:  87/103 = 84.5 %  12/76 = 15.8 %  (rounds 1-4)
+    round 5: 34/38 = 89.5 %   3/35 = 8.6 %    (after the slot-swap guard, 626a0de; not fixed)
 
-These first runs are the honest estimate for unseen sentences; the current numbers on the
-rounds (bench/support_check.py) are higher because each round's errors were fixed.
+These first runs are the honest estimate for unseen sentences; the current numbers on rounds
+1-4 (bench/support_check.py) are higher because each round's errors were fixed. Round 5's
+errors were left as they are: its current numbers equal its first run. Its misses: a unit the
+checker does not know ("flight cycles" for "flight hours"), two appended conclusions ("so
+vitamin D is now recommended ...", "so it is disabled by default"), an entity that differs only
+as a common noun ("checkout services" for "payment services"); its false removals: paraphrases
+with new words ("worked at the company", "since ... was removed") and a version number bound to
+the product name ("Version 4.2 of the Python client").
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ BLIND_FIRST_RUNS: dict[int, tuple[int, int, int, int]] = {
     2: (25, 28, 3, 21),
     3: (19, 24, 2, 17),
     4: (19, 24, 3, 16),
+    5: (34, 38, 3, 35),
 }
 
 ADVERSARIAL_KINDS = (
@@ -78,7 +86,7 @@ class Case:
     passages: tuple[str, ...]  # the numbered context passages, [1] first
     supported: bool
     split: str  # "tune" | "test"
-    blind: int = 0  # 0: written with the checker; 1-3: blind rounds (always TEST)
+    blind: int = 0  # 0: written with the checker; 1-5: blind rounds (always TEST)
 
     @property
     def cited_indices(self) -> tuple[int, ...]:
