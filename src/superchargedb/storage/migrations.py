@@ -205,11 +205,18 @@ CREATE TRIGGER units_au AFTER UPDATE OF text, context, acl ON units BEGIN
 END;
 """
 
+# Who holds a job's lease (JSON: instance id, kind, host identity, pid and its start time), so a
+# restart can release the leases of processes that are provably dead (storage/jobs.py).
+M005_JOB_LEASE_OWNER = """
+ALTER TABLE jobs ADD COLUMN lease_owner TEXT;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_usage", M002_USAGE),
     ("m003_objects_jobs", M003_OBJECTS_JOBS),
     ("m004_chunk_context", M004_CHUNK_CONTEXT),
+    ("m005_job_lease_owner", M005_JOB_LEASE_OWNER),
 ]
 
 
