@@ -97,7 +97,8 @@ def test_answers_bench_smoke(tmp_path: Path) -> None:
     assert cfg["requests"] == 20  # every question in scope and out of scope
     assert report["ingest"]["paragraphs"] == 240
     assert report["ingest"]["units_stored"] >= 240
-    assert report["thresholds"]["mode"] == "built-in"
+    rule = report["answerability"]
+    assert rule["mode"] == "built-in" and set(rule["weights"]) >= {"cos", "wcoverage"}
     for half in ("report", "calibration"):
         _check_half(report["evaluations"][half], 5)
     # the question's gold paragraph is in scope, so a real pipeline finds some of them
@@ -108,33 +109,40 @@ def test_answers_bench_smoke(tmp_path: Path) -> None:
         assert p["n"] == 20 and p["p95"] >= p["p50"] > 0, (name, p)
     assert lat["client_wall_ms"]["p50"] >= lat["server_total_ms"]["p50"]
     assert set(report["failures"]) == set(report["failure_summary"]["counts"])
-    assert "THRESHOLDS cos_strong=" in stdout
+    assert "ANSWERABILITY min_score=" in stdout
     assert "## Failures (REPORT half)" in md
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "qa.jsonl").exists(), reason="XQuAD data not present")
 def test_answers_bench_calibrate_smoke(tmp_path: Path) -> None:
-    report, _, stdout = _run(tmp_path, "--calibrate")
-    assert report["thresholds"]["mode"] == "calibrated"
+    report, md, stdout = _run(tmp_path, "--calibrate")
+    assert report["answerability"]["mode"] == "calibrated"
     cal = report["calibration"]
-    # the in-process replay reproduces every server answer when the thresholds are off
+    # the in-process replay reproduces every server answer when refusal is off
     rc = cal["replay_check"]
     assert rc["requests"] == 20
     assert rc["text_mismatches"] == 0 and rc["citation_mismatches"] == 0
     assert rc["max_abs_best_cos_diff"] < 1e-3
     chosen = cal["chosen"]
     assert chosen["calibration"]["false_refusal_rate"] <= 0.04
-    assert chosen["cos_min"] <= chosen["cos_strong"]
-    th = report["thresholds"]
-    assert (th["cos_strong"], th["cos_min"], th["coverage_min"]) == (
-        chosen["cos_strong"],
-        chosen["cos_min"],
-        chosen["coverage_min"],
+    assert set(chosen["weights"]) == set(cal["features"])
+    assert all(_finite(w) for w in chosen["weights"].values()) and _finite(chosen["intercept"])
+    rule = report["answerability"]
+    assert (rule["weights"], rule["intercept"], rule["min_score"]) == (
+        chosen["weights"],
+        chosen["intercept"],
+        chosen["min_score"],
     )
-    assert f"THRESHOLDS cos_strong={th['cos_strong']:g}" in stdout
+    assert f"ANSWERABILITY min_score={rule['min_score']:g}" in stdout
+    # the frontier is monotone: a higher out-of-scope target never answers more
+    ths = [f["threshold"] for f in cal["frontier"]]
+    assert ths == sorted(ths)
+    for g in cal["localize_grid"]:
+        assert 0.0 <= g["gold_passage_share"] <= 1.0
     for half in ("report", "calibration"):
         _check_half(report["evaluations"][half], 5)
-    assert report["comparisons"]  # built-in and no-threshold replays on the REPORT half
+    assert report["comparisons"]  # built-in and no-refusal replays on the REPORT half
     for m in report["comparisons"].values():
         _check_half(m, 5)
+    assert "## Calibration" in md and "Frontier" in md

@@ -86,10 +86,9 @@ class Settings(BaseSettings):
     local_model_path: Path | None = None  # GGUF for the [llm] extra (default: the packaged one)
     local_compute_usd_per_s: float = 0.0000139  # ~ $0.05 per hour of a 2-vCPU machine
     support_checker: str = "lexical-dense"  # or "http:<url>" for an NLI model
-    # Answerability thresholds (calibrated by bench/answers.py --calibrate; docs/answers.md)
-    answer_cos_strong: float | None = None
-    answer_cos_min: float | None = None
-    answer_coverage_min: float | None = None
+    # Answerability threshold on the model's log-odds (calibrated by bench/answers.py
+    # --calibrate; docs/answers.md); unset = the calibrated constant
+    answer_min_score: float | None = None
 
     # Rate limits (0 disables a limit). Per key, then per client address before any key lookup;
     # failed authentications drain a small per-address bucket (brute force).

@@ -1,7 +1,9 @@
 """The extractive synthesizer: always available, grounded by construction.
 
 It takes the best-supported sentence of the localized evidence and, when it adds something, one
-more from the same passage (citation precision), removes redundancy, and cites by construction.
+more from the same passage (citation precision); when another passage's best sentence scores
+within SECOND_PASSAGE_MARGIN of the best, it is quoted and cited too (the two passages are too
+close to tell which one holds the answer). Redundancy is removed; citations hold by construction.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from .support import Support
 
 SECOND_SENTENCE_RATIO = 0.9  # a second sentence must score at least this share of the first
 REDUNDANCY_JACCARD = 0.6
+# On the XQuAD CALIBRATION half: citation recall +0.5 points for -1 point of precision (1.7 % of
+# answers cite two passages); a wider margin costs more precision than it recovers.
+SECOND_PASSAGE_MARGIN = 0.02
 
 
 def _jaccard(a: str, b: str) -> float:
@@ -32,6 +37,14 @@ def extract(best: Candidate, evidence: Sequence[Evidence]) -> Draft:
         ):
             chosen.append(c)
     chosen.sort(key=lambda c: c.start)  # keep the passage's own order
+    others = [b for e in evidence if e.n != best.n and (b := e.best) is not None]
+    runner = max(others, key=lambda c: c.score, default=None)
+    if (
+        runner is not None
+        and runner.score >= best.score - SECOND_PASSAGE_MARGIN
+        and all(_jaccard(runner.text, c.text) < REDUNDANCY_JACCARD for c in chosen)
+    ):
+        chosen.append(runner)
     draft = Draft()
     for c in chosen:
         # A verbatim quote of the passage it cites is entailed by it: supported by construction.

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..types import Principal, Stage, Trace
-from .answerability import COS_MIN, COS_STRONG, COVERAGE_MIN, decide
+from .answerability import MIN_SCORE, Rule, decide
 from .compose import Draft, Sentence, build_answer, is_refusal, refusal, split_markers
 from .extractive import extract
 from .localize import Evidence, Localizer
@@ -85,13 +85,8 @@ class Answerer:
         trace.stages.append(
             Stage("localize", _ms(t), detail=f"{len(evidence)} passages, {n_sent} sentences")
         )
-        s = self.svc.settings
-        decision = decide(
-            evidence,
-            cos_strong=COS_STRONG if s.answer_cos_strong is None else s.answer_cos_strong,
-            cos_min=COS_MIN if s.answer_cos_min is None else s.answer_cos_min,
-            coverage_min=COVERAGE_MIN if s.answer_coverage_min is None else s.answer_coverage_min,
-        )
+        floor = self.svc.settings.answer_min_score
+        decision = decide(evidence, Rule(min_score=MIN_SCORE if floor is None else floor))
         if not decision.answerable or decision.best is None:
             trace.stages.append(Stage("synth", 0.0, skipped=f"unanswerable: {decision.reason}"))
             trace.stages.append(Stage("verify", 0.0, skipped="refused"))
