@@ -178,7 +178,8 @@ class DocumentsMixin:
             fparams.append(doc_id)
         after = decode_cursor(cursor)
         if after is not None:
-            if not isinstance(after, int):
+            # A catalog id: an int in SQLite's 64-bit range (a forged 2**63 would overflow).
+            if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after < 2**63:
                 raise ValidationError("invalid cursor", field="cursor")
             extra += " AND u.id > ?"
             fparams.append(after)

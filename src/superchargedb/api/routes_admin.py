@@ -71,6 +71,7 @@ def _int_or_none(v: Any) -> int | None:
 
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ValidationError("expected an integer")
+    # Bounded so that epoch-ms arithmetic and SQLite's 64-bit integers cannot overflow (a 500).
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 2**53:
+        raise ValidationError("expected an integer between 0 and 2^53")
     return v

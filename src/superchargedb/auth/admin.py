@@ -70,6 +70,45 @@ def check_grant(
         raise EscalationError("cannot grant a document quota above your own")
 
 
+def _strings(value: Any, name: str, limit: int) -> list[str]:
+    """A JSON list of strings, checked before anything hashes or sorts it (a bare string would
+    otherwise become a list of characters, a nested list a TypeError)."""
+    if not isinstance(value, list) or len(value) > limit:
+        raise ValidationError(f"{name}: a list of at most {limit} strings", field=name)
+    if not all(isinstance(v, str) and 0 < len(v) <= 512 for v in value):
+        raise ValidationError(f"{name}: every item must be a non-empty string", field=name)
+    return value
+
+
+def _count(value: Any, name: str) -> int | None:
+    """None or a non-negative integer that fits SQLite's 64-bit INTEGER."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        raise ValidationError(f"{name} must be a non-negative integer or null", field=name)
+    return value
+
+
+def _fields(spec: dict[str, Any]) -> dict[str, Any]:
+    """Type-check the principal fields present in ``spec`` (create and update)."""
+    out = dict(spec)
+    if "perms" in spec and spec["perms"] is not None:
+        out["perms"] = _strings(spec["perms"], "perms", 8)
+    if "scopes" in spec:
+        out["scopes"] = _strings(spec["scopes"], "scopes", pm.MAX_SCOPES)
+    if "groups" in spec and spec["groups"] is not None:
+        out["groups"] = _strings(spec["groups"], "groups", pm.MAX_GROUPS)
+    if "tier" in spec and spec["tier"] is not None and not isinstance(spec["tier"], str):
+        raise ValidationError("tier must be a string", field="tier")
+    if "doc_quota" in spec:
+        out["doc_quota"] = _count(spec["doc_quota"], "doc_quota")
+    if "expires_at" in spec:
+        out["expires_at"] = _count(spec["expires_at"], "expires_at")
+    if "disabled" in spec and not isinstance(spec["disabled"], bool):
+        raise ValidationError("disabled must be true or false", field="disabled")
+    return out
+
+
 def _manageable(actor: Principal, target: Principal) -> bool:
     return actor.is_operator or (
         actor.has("admin") and all(within_any(s, actor.scopes) for s in target.scopes)
@@ -132,9 +171,8 @@ def create_principal(
     unknown = set(spec) - allowed
     if unknown:
         raise ValidationError(f"unknown field(s): {sorted(unknown)}")
+    spec = _fields(spec)
     expires = spec.get("expires_at")
-    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int)):
-        raise ValidationError("expires_at must be epoch milliseconds", field="expires_at")
     name = spec.get("name")
     if not isinstance(name, str) or not name or len(name) > 64 or not name.isascii():
         raise ValidationError("name: 1-64 ASCII characters", field="name")
@@ -143,8 +181,6 @@ def create_principal(
     scopes = list(spec.get("scopes") or [])
     groups = list(spec.get("groups") or [])
     quota = spec.get("doc_quota")
-    if quota is not None and (not isinstance(quota, int) or quota < 0):
-        raise ValidationError("doc_quota must be a non-negative integer or null", field="doc_quota")
     check_grant(actor, perms=perms, tier=tier, scopes=scopes, groups=groups, doc_quota=quota)
     p = pm.create_principal(
         conn,
@@ -168,6 +204,9 @@ def update_principal(
     unknown = set(changes) - allowed
     if unknown:
         raise ValidationError(f"unknown field(s): {sorted(unknown)}")
+    changes = _fields(changes)
+    if "scopes" in changes and not changes["scopes"]:
+        raise ValidationError("a principal needs at least one scope", field="scopes")
     target = get_principal(conn, actor, name)
     perms = list(changes.get("perms", target.perms))
     tier = changes.get("tier", target.tier)
@@ -199,7 +238,7 @@ def update_principal(
             tier,
             json.dumps(scopes_l),
             active,
-            json.dumps(sorted(set(groups))),
+            json.dumps(pm.validate_groups(groups)),
             quota,
             int(disabled),
             target.id,

@@ -16,6 +16,10 @@ from ..types import PERMS, TIERS, Principal
 from .scopes import check_scope, within_any
 
 KEY_PREFIX = "aegis_sk_"
+# Every read ORs one range test per grant into its SQL (SQLite caps expression depth at 1000)
+# and binds one parameter per group: both lists are bounded.
+MAX_SCOPES = 256
+MAX_GROUPS = 64
 
 
 def hash_key(key: str) -> str:
@@ -33,6 +37,9 @@ def _now_ms() -> int:
 def validate_principal_fields(
     perms: Iterable[str], tier: str, scopes: Iterable[str], active_scope: str | None
 ) -> tuple[list[str], list[str], str]:
+    perms = list(perms)
+    if not all(isinstance(p, str) for p in perms):
+        raise ValidationError("perms: a list of strings", field="perms")
     perms = sorted(set(perms))
     bad = [p for p in perms if p not in PERMS]
     if bad:
@@ -42,10 +49,21 @@ def validate_principal_fields(
     scopes = sorted({check_scope(s) for s in scopes})
     if not scopes:
         raise ValidationError("a principal needs at least one scope")
+    if len(scopes) > MAX_SCOPES:
+        raise ValidationError(f"a principal holds at most {MAX_SCOPES} scopes", field="scopes")
     active = check_scope(active_scope or scopes[0], "active_scope")
     if not within_any(active, scopes):
         raise ValidationError("active_scope must lie within the principal's scopes")
     return perms, scopes, active
+
+
+def validate_groups(groups: Iterable[str]) -> list[str]:
+    groups_l = list(groups)
+    if len(groups_l) > MAX_GROUPS or not all(isinstance(g, str) and g for g in groups_l):
+        raise ValidationError(
+            f"groups: a list of at most {MAX_GROUPS} non-empty strings", field="groups"
+        )
+    return sorted(set(groups_l))
 
 
 def create_principal(
@@ -60,7 +78,7 @@ def create_principal(
     doc_quota: int | None = None,
 ) -> Principal:
     perms_l, scopes_l, active = validate_principal_fields(perms, tier, scopes, active_scope)
-    groups_l = sorted(set(groups))
+    groups_l = validate_groups(groups)
     pid = "p_" + uuid.uuid4().hex[:16]
     try:
         conn.execute(
