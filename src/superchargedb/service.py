@@ -51,7 +51,7 @@ from .storage.catalog import Catalog
 from .storage.index_sync import IndexSync
 from .storage.jobs import JobQueue
 from .storage.lock import DataDirLock
-from .storage.objects import FileBlobStore
+from .storage.objects import FileBlobStore, sweep_orphans
 from .storage.reindex import stale_count
 from .storage.sparse import SparseIndex
 from .storage.vectors import VectorStore
@@ -70,6 +70,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         (data / "objects").mkdir(exist_ok=True)
         self.lock = DataDirLock(data)
         self.lock.acquire()
+        locked_at = time.time()  # anything in objects/ older than this has no live writer
         # numpy's OpenBLAS spreads even a 2,000 x 384 product over every core, and under load
         # its spinning threads made the exact scan 17x slower (DECISIONS 42: thread counts are
         # settings). Process-wide, like onnxruntime's thread setting.
@@ -119,7 +120,18 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         self.versions = f"{self.embedder.model_id};rrf{settings.rrf_k};d{settings.leg_depth}"
         self.answerer = self._make_answerer()
         self.blobs = FileBlobStore(data / "objects")
-        self.jobs = JobQueue(self.catalog, settings.job_lease_s, settings.job_max_attempts)
+        self.jobs = JobQueue(
+            self.catalog, settings.job_lease_s, settings.job_max_attempts, owner_kind="server"
+        )
+        # Before any request or worker thread: what a crash left behind can have no live owner.
+        try:
+            self.swept: dict[str, Any] | None = sweep_orphans(
+                self.catalog.reader(), self.blobs.root, locked_at
+            )
+        except Exception:  # reclaiming space must never keep the server from starting
+            log.exception("object store sweep failed")
+            self.swept = None
+        self.jobs.release_dead_leases(own_data_dir=True)
         self._wake = threading.Event()
         self.meter = Meter(self.catalog)
         self.metrics = Metrics()
@@ -271,7 +283,13 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         from .storage.doctor import doctor
 
         with self.catalog.write_lock():
-            return doctor(self.catalog, self.store)
+            return doctor(
+                self.catalog,
+                self.store,
+                self.sync.lexical,
+                objects_root=self.blobs.root,
+                swept=self.swept,
+            )
 
     @property
     def ready(self) -> bool:

@@ -8,15 +8,27 @@ rebuild in a temporary table (Part 2, "FTS5 external content drifts silently").
 from __future__ import annotations
 
 import re
+import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..types import PLANES
 from .catalog import Catalog
+from .objects import ORPHAN_GRACE_S, find_orphans, referenced_blobs
+from .sparse import SparseIndex
 from .vectors import VectorStore
 
 _WORD = re.compile(r"[a-z]{4,}")
+_BLOB = re.compile(r"[0-9a-f]{64}")
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def check_integrity(catalog: Catalog) -> dict[str, Any]:
@@ -87,11 +99,70 @@ def check_index(catalog: Catalog, store: VectorStore) -> dict[str, Any]:
     return out
 
 
-def doctor(catalog: Catalog, store: VectorStore) -> dict[str, Any]:
+def check_lexical(catalog: Catalog, lexical: SparseIndex) -> dict[str, Any]:
+    """The derived lexical index holds exactly the catalog's ids (all planes)."""
+    cat = np.fromiter(
+        (r[0] for r in catalog.reader().execute("SELECT id FROM units ORDER BY id")),
+        dtype=np.uint64,
+    )
+    idx = lexical.keys()
+    missing, extra = np.setdiff1d(cat, idx), np.setdiff1d(idx, cat)
+    return {
+        "ok": missing.size == 0 and extra.size == 0,
+        "catalog": int(cat.size),
+        "index": int(idx.size),
+        "missing_from_index": missing[:10].tolist(),
+        "not_in_catalog": extra[:10].tolist(),
+    }
+
+
+def check_objects(
+    catalog: Catalog,
+    root: Path,
+    grace_s: float = ORPHAN_GRACE_S,
+    swept: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every referenced blob is on disk (else data is lost: not ok); orphans are only reported.
+
+    Orphans (upload temp files, blobs no row references) cost space, not data; the server removes
+    them at its next start. Files younger than ``grace_s`` may belong to a request in flight.
+    """
+    refs = referenced_blobs(catalog.reader())
+    missing = sorted(
+        sha
+        for sha in refs
+        if not (_BLOB.fullmatch(sha) and (root / sha[:2] / sha[2:4] / sha).is_file())
+    )
+    orphans = find_orphans(root, refs, time.time() - grace_s)
+    out: dict[str, Any] = {
+        "ok": not missing,
+        "referenced": len(refs),
+        "missing_blobs": missing[:10],
+        "orphan_tmp_files": len(orphans["tmp"]),
+        "orphan_blobs": len(orphans["blobs"]),
+        "orphan_bytes": sum(_size(p) for p in orphans["tmp"] + orphans["blobs"]),
+    }
+    if swept is not None:
+        out["swept_at_startup"] = swept
+    return out
+
+
+def doctor(
+    catalog: Catalog,
+    store: VectorStore,
+    lexical: SparseIndex | None = None,
+    *,
+    objects_root: Path | None = None,
+    swept: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     report: dict[str, Any] = {
         "integrity": check_integrity(catalog),
         "fts": check_fts(catalog),
         "index": check_index(catalog, store),
     }
+    if lexical is not None:
+        report["lexical"] = check_lexical(catalog, lexical)
+    if objects_root is not None:
+        report["objects"] = check_objects(catalog, objects_root, swept=swept)
     report["ok"] = all(v["ok"] for v in report.values() if isinstance(v, dict))
     return report
