@@ -71,6 +71,14 @@ CELLS: list[tuple[str, str, int]] = [
     ("lexical", "100%", 1),
 ]
 HEADLINE = "hybrid/100%/c1"
+# --scale: latency only (synthetic Units have no relevance judgments), the filtered cells first.
+SCALE_CELLS: list[tuple[str, str, int]] = [
+    ("hybrid", "1%", 1),
+    ("hybrid", "10%", 1),
+    ("hybrid", "100%", 1),
+    ("hybrid", "100%", 8),
+]
+SCALE_IMPORT_BATCH = 20_000
 
 
 def cell_key(mode: str, filt: str, c: int) -> str:
@@ -107,7 +115,13 @@ class Queries:
 
 def load_units(work: Path) -> dict[str, Any]:
     with np.load(work / "units.npz", allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+        out = {k: z[k] for k in z.files}
+    if "text_utf8" in out:  # scale mode: one UTF-8 blob, not a fixed-width unicode array
+        blob, off = out.pop("text_utf8").tobytes(), out.pop("text_off")
+        out["text"] = np.array(
+            [blob[off[i] : off[i + 1]].decode("utf-8") for i in range(len(off) - 1)], dtype=object
+        )
+    return out
 
 
 def unit_batches(units: dict[str, Any], docs_per_batch: int) -> list[np.ndarray]:
@@ -137,7 +151,12 @@ class Ours:
         s = self.svc.settings
         return {
             "api": "superchargedb.service.Service (in-process), principal alice",
-            "ingest": f"Service.ingest, {Q.BATCH} documents per call, chunked by the Service",
+            "ingest": (
+                "bulk import (superchargedb import): Units with their vectors, one each"
+                if getattr(self, "scale", False)
+                else f"Service.ingest, {Q.BATCH} documents per call, chunked by the Service"
+            ),
+            "lexical_backend": getattr(s, "lexical_backend", "fts5"),
             "lexical": "SQLite FTS5 BM25, scope/ACL tokens pushed into the MATCH",
             "dense": "USearch f16 (HNSW; exact scan under the planner threshold)",
             "hybrid": f"RRF k={s.rrf_k}, leg depth {s.leg_depth}",
@@ -148,6 +167,9 @@ class Ours:
         }
 
     def load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.scale = bool(msg.get("scale"))
+        if self.scale:
+            return self._load_scale(msg)
         ds = Path(msg["dataset"])
         corpus, _, _ = Q.load_dataset(ds, msg["split"])
         docs: list[str] = msg["docs"]
@@ -179,6 +201,34 @@ class Ours:
             "index_s": index_s,
             "index_note": "built incrementally during ingest; this is the index checkpoint",
             "exported_units": exported,
+            "rss_before_load_mb": rss0,
+        }
+
+    def _load_scale(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The scale Units and their given vectors through the bulk import (one Unit each)."""
+        from superchargedb.ingest.bulk_import import import_batches
+
+        qv = np.load(self.work / "queries.npy")
+        texts = json.loads((self.work / "queries.json").read_text())["texts"]
+        cache = Q.EmbedCache(self.work / "query-cache.npz", msg["model_id"], int(qv.shape[1]))
+        for t, v in zip(texts, qv, strict=True):
+            cache.put(t, v)
+        self.emb = Q.make_caching_embedder(cache, allow_live=False)  # queries: a lookup
+        self.svc, self.alice = Q.make_service(self.work / "ours-data", self.emb)
+        vecs = np.load(self.work / "scale_vectors.npy", mmap_mode="r")
+        n = int(vecs.shape[0])
+        rss0 = rss_now_mb()
+        out = import_batches(self.svc, scale_batches(self.work / "scale_units.jsonl", vecs))
+        if out["created"] != n:
+            raise RuntimeError(f"bulk import stored {out['created']} of {n} Units")
+        return {
+            "docs": n,
+            "units": out["created"],
+            "ingest_s": out["seconds"] - out["checkpoint_s"],
+            "live_embedding_s": 0.0,
+            "index_s": out["checkpoint_s"],
+            "index_note": "bulk import (batches of 20,000 in one transaction each, index applied"
+            " per batch); this is the final index checkpoint",
             "rss_before_load_mb": rss0,
         }
 
@@ -281,6 +331,22 @@ class Ours:
 
     def close(self) -> None:
         self.svc.close()
+
+
+def scale_batches(path: Path, vecs: np.ndarray) -> Any:
+    """(records, vectors) of ``SCALE_IMPORT_BATCH`` Units, read as they are imported (the
+    process never holds every record: its peak RSS stays the system's own)."""
+    batch: list[dict[str, Any]] = []
+    i = 0
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            batch.append(json.loads(line))
+            if len(batch) == SCALE_IMPORT_BATCH:
+                yield batch, vecs[i : i + len(batch)]
+                i += len(batch)
+                batch = []
+    if batch:
+        yield batch, vecs[i : i + len(batch)]
 
 
 def free_port() -> int:
@@ -711,6 +777,52 @@ def prepare_queries(
     return {"live_ms": live_ms, "model_id": cache.model_id}
 
 
+def prepare_scale(
+    work: Path, n: int, n_queries: int
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    """The first ``n`` Units of bench/scale_data.py with their vectors, for every system (peers:
+    ``units.npz``; ours: ``scale_units.jsonl`` + ``scale_vectors.npy`` for the bulk import), and
+    the SciFact test claims (real embeddings) as queries, each with its filter bucket."""
+    import scale_data as SD
+
+    data = SD.ScaleData.load()
+    recs: list[dict[str, Any]] = []
+    vecs = []
+    with open(work / "scale_units.jsonl", "w", encoding="utf-8") as fh:
+        for r, v in data.batches(n):
+            for rec in r:
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            recs += [{"doc_id": x["doc_id"], "text": x["text"], "scope": x["scope"]} for x in r]
+            vecs.append(v)
+    v16 = np.concatenate(vecs)
+    np.save(work / "scale_vectors.npy", v16)
+    blob = [x["text"].encode("utf-8") for x in recs]
+    off = np.zeros(len(blob) + 1, dtype=np.int64)
+    off[1:] = np.cumsum([len(b) for b in blob])
+    scopes = [x["scope"] for x in recs]
+    np.savez(
+        work / "units.npz",
+        id=np.array([x["doc_id"] for x in recs]),
+        doc_id=np.array([x["doc_id"] for x in recs]),
+        text_utf8=np.frombuffer(b"".join(blob), dtype=np.uint8),
+        text_off=off,
+        scope=np.array(scopes),
+        scope_t=np.array([sc.rsplit("/", 1)[0] for sc in scopes]),
+        scope_u=np.array(scopes),
+        vector=v16.astype(np.float32),
+    )
+    qs = data.queries(("scifact",))[:n_queries]
+    np.save(work / "queries.npy", np.stack([q.vector for q in qs]).astype(np.float32))
+    (work / "queries.json").write_text(
+        json.dumps({"texts": [q.text for q in qs], "buckets": [q.bucket for q in qs]})
+    )
+    return (
+        [q.qid for q in qs],
+        [x["doc_id"] for x in recs],
+        {"live_ms": [], "model_id": data.model_id},
+    )
+
+
 def qmeta_texts(work: Path) -> list[str]:
     texts: list[str] = json.loads((work / "queries.json").read_text())["texts"]
     return texts
@@ -744,65 +856,73 @@ def rounds_of(n: int, rounds: int) -> list[list[int]]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from tqdm import tqdm
 
-    name = args.dataset.resolve().name
-    corpus, queries, qrels = Q.load_dataset(args.dataset, args.split)
-    docs, qids = Q.select(corpus, queries, qrels, args.limit_docs, args.limit_queries)
-    if not qids:
-        raise SystemExit("no query has all its relevant documents ingested; raise --limit-docs")
+    cells = SCALE_CELLS if args.scale else CELLS
+    if args.scale:
+        name = f"scale-{args.scale}"
+        qrels: dict[str, dict[str, int]] = {}
+    else:
+        name = args.dataset.resolve().name
+        corpus, queries, qrels = Q.load_dataset(args.dataset, args.split)
+        docs, qids = Q.select(corpus, queries, qrels, args.limit_docs, args.limit_queries)
+        if not qids:
+            raise SystemExit("no query has all its relevant documents ingested; raise --limit-docs")
     systems = [s for s in args.systems.split(",") if s]
     systems.sort(key=lambda s: s != "ours")  # ours loads first: it exports the Units
     env_start = Q.environment()
-    print(
-        f"{name}: {len(docs)} docs, {len(qids)} queries; systems {systems};"
-        f" load average {env_start['loadavg']}",
-        file=sys.stderr,
-    )
-    work = Path(tempfile.mkdtemp(prefix="scdb-bench-peers-"))
+    print(f"{name}: systems {systems}; load average {env_start['loadavg']}", file=sys.stderr)
+    work = Path(tempfile.mkdtemp(prefix="scdb-bench-peers-", dir=args.work_dir))
     log_dir = work / "logs"  # kept (copied to <out>/peers-logs) only if a system failed
     log_dir.mkdir()
-    qprep = prepare_queries(work, name, args.cache_dir, [queries[q] for q in qids], docs)
-    # Fill the embedding cache in a separate process first, so that our measured child never
-    # loads the model or embeds (a cold cache would inflate its ingest time and peak RSS).
-    print("embedding cache: warming (embeds only texts not cached yet) ...", file=sys.stderr)
-    t0 = time.perf_counter()
-    warm = subprocess.run(
-        [
-            sys.executable,
-            str(Path(Q.__file__).resolve()),
-            "--warm-cache-only",
-            "--dataset",
-            str(args.dataset),
-            "--split",
-            args.split,
-            "--cache-dir",
-            str(args.cache_dir),
-            *(["--limit-docs", str(args.limit_docs)] if args.limit_docs is not None else []),
-            *(["--limit-queries", str(args.limit_queries)] if args.limit_queries else []),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if warm.returncode != 0:
-        raise SystemExit(f"warming the embedding cache failed:\n{warm.stderr[-3000:]}")
-    warm_info = json.loads(warm.stdout.strip().splitlines()[-1])
-    warm_info["seconds"] = round(time.perf_counter() - t0, 2)
+    if args.scale:
+        qids, docs, qprep = prepare_scale(work, args.scale, args.limit_queries or 100)
+        print(f"{name}: {len(docs)} Units, {len(qids)} queries", file=sys.stderr)
+    else:
+        qprep = prepare_queries(work, name, args.cache_dir, [queries[q] for q in qids], docs)
+    warm_info: dict[str, Any] = {"skipped": "scale mode: vectors given"}
+    if not args.scale:
+        # Fill the embedding cache in a separate process first, so that our measured child never
+        # loads the model or embeds (a cold cache would inflate its ingest time and peak RSS).
+        print("embedding cache: warming (embeds only texts not cached yet) ...", file=sys.stderr)
+        t0 = time.perf_counter()
+        warm = subprocess.run(
+            [
+                sys.executable,
+                str(Path(Q.__file__).resolve()),
+                "--warm-cache-only",
+                "--dataset",
+                str(args.dataset),
+                "--split",
+                args.split,
+                "--cache-dir",
+                str(args.cache_dir),
+                *(["--limit-docs", str(args.limit_docs)] if args.limit_docs is not None else []),
+                *(["--limit-queries", str(args.limit_queries)] if args.limit_queries else []),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if warm.returncode != 0:
+            raise SystemExit(f"warming the embedding cache failed:\n{warm.stderr[-3000:]}")
+        warm_info = json.loads(warm.stdout.strip().splitlines()[-1])
+        warm_info["seconds"] = round(time.perf_counter() - t0, 2)
     report: dict[str, Any] = {
         "benchmark": "peers",
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": "bench/peers.py " + " ".join(args.argv),
         "dataset": {
             "name": name,
-            "path": str(args.dataset),
+            "path": "bench/scale_data.py" if args.scale else str(args.dataset),
             "split": args.split,
             "docs": len(docs),
             "queries_scored": len(qids),
             "limited": args.limit_docs is not None or args.limit_queries is not None,
+            "scale": args.scale,
         },
         "config": {
             "top_k": TOP_K,
             "batch_docs": Q.BATCH,
             "rounds": args.rounds,
-            "cells": [cell_key(*c) for c in CELLS],
+            "cells": [cell_key(*c) for c in cells],
             "embedder": qprep["model_id"],
             "filters": {
                 "100%": Q.BASE_SCOPE,
@@ -848,6 +968,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "cache_dir": str(args.cache_dir),
             "lancedb_ann_min_rows": args.lancedb_ann_min_rows,
             "txtai_unlocked": args.txtai_unlocked,
+            "scale": args.scale,
+            "model_id": qprep["model_id"],
         }
         for s in list(children):
             print(f"{s}: ingest + index ...", file=sys.stderr)
@@ -903,7 +1025,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # (connections, caches) shows up as the difference.
         for s in names:
             for conc in (1, 8):
-                for mode, level, c in CELLS:
+                for mode, level, c in cells:
                     if c == conc:
                         out = children[s].call(
                             cmd="search",
@@ -918,12 +1040,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for sc in units["scope"].tolist():
             per_bucket_units[sc] = per_bucket_units.get(sc, 0) + 1
         qmeta = json.loads((work / "queries.json").read_text())
-        total = len(batches) * len(CELLS) * len(names)
+        total = len(batches) * len(cells) * len(names)
         with tqdm(total=total, desc="rounds", unit="batch", file=sys.stderr) as bar:
             for r, batch in enumerate(batches):
-                for ci, (mode, level, c) in enumerate(CELLS):
+                for ci, (mode, level, c) in enumerate(cells):
                     key = cell_key(mode, level, c)
-                    k = (r * len(CELLS) + ci) % len(names)
+                    k = (r * len(cells) + ci) % len(names)
                     order = names[k:] + names[:k]
                     for s in order:
                         bar.update(1)
@@ -937,7 +1059,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                 c=c,
                                 qidx=batch,
                                 top_k=TOP_K,
-                                want_docs=(c == 1 and level == "100%"),
+                                want_docs=(c == 1 and level == "100%" and not args.scale),
                             )
                         except ChildError as e:
                             failed[s] = f"{key}: {str(e).splitlines()[0]}"
@@ -992,6 +1114,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             rep["quality"] = qualities
             rep["_latency_raw"] = {k: [round(x, 3) for x in v] for k, v in lat[s].items()}
         report["ratios"] = ratios(sysrep)
+        report["vs_faster_peer"] = vs_faster_peer(report)
         report["environment"]["loadavg_end"] = Q.environment()["loadavg"]
         report["baselines"] = Q.BASELINES.get(name, [])
     finally:
@@ -1032,6 +1155,7 @@ def ratios(sysrep: dict[str, dict[str, Any]]) -> dict[str, dict[str, float | Non
         "p99_c8_ms": ("latency_ms", "hybrid/100%/c8", "p99"),
         "qps_c8": ("qps", "hybrid/100%/c8"),
         "p50_filter1pct_ms": ("latency_ms", "hybrid/1%/c1", "p50"),
+        "p95_filter1pct_ms": ("latency_ms", "hybrid/1%/c1", "p95"),
         "peak_rss_mb": ("peak_rss_mb",),
         "ndcg@10_hybrid": ("quality", "hybrid", "ndcg@10"),
     }
@@ -1080,7 +1204,7 @@ def markdown(r: dict[str, Any]) -> str:
         f" = {r['config']['top_k']}; {r['config']['recall_note']}.",
         f"- {r['config']['rounds']} alternating rounds; each system in its own subprocess.",
         "",
-        "## Headline (hybrid, no filter)",
+        "## Headline (hybrid)",
         "",
         "| | " + " | ".join(ran) + "".join(f" | ours/{p}" for p in peers) + " |",
         "|---|" + "---|" * (len(ran) + len(peers)),
@@ -1111,6 +1235,7 @@ def markdown(r: dict[str, Any]) -> str:
             )
     row("throughput q/s, concurrency 8", ("qps", "hybrid/100%/c8"), 1, "qps_c8")
     row("search p50 ms, 1 % filter", ("latency_ms", "hybrid/1%/c1", "p50"), 1, "p50_filter1pct_ms")
+    row("search p95 ms, 1 % filter", ("latency_ms", "hybrid/1%/c1", "p95"), 1, "p95_filter1pct_ms")
     row("peak RSS MB", ("peak_rss_mb",), 0, "peak_rss_mb")
     lines += [
         "",
@@ -1118,6 +1243,16 @@ def markdown(r: dict[str, Any]) -> str:
         " worse for seconds, ms and MB).",
         "",
     ]
+    vs = r.get("vs_faster_peer") or {}
+    a, b = vs.get("hybrid/1%/c1:p50"), vs.get("hybrid/1%/c1:p95")
+    if a and b:
+        lines += [
+            f"**Against the faster peer, hybrid with the 1 % filter:** p50 {fmt(a['ours_ms'])} ms"
+            f" vs {fmt(a['peer_ms'])} ms ({a['peer']}), ours/peer **{a['ratio']:.2f}**; p95"
+            f" {fmt(b['ours_ms'])} vs {fmt(b['peer_ms'])} ms ({b['peer']}), **{b['ratio']:.2f}**"
+            " (the goal, ours at least 2x faster, is a ratio of 0.5 or less).",
+            "",
+        ]
     http = r.get("http_overhead")
     if http:
         lines.append(
@@ -1253,14 +1388,12 @@ def markdown(r: dict[str, Any]) -> str:
             lines.append(f"- {k}: `{json.dumps(v) if not isinstance(v, str) else v}`")
         lines.append("")
     lines += [
-        "![latency distributions](peers_latency.png)",
-        "",
-        "![quality vs latency](peers_quality_latency.png)",
+        *(f"![{p.split('_', 1)[-1].removesuffix('.png')}]({p})\n" for p in r.get("plots", [])),
     ]
     return "\n".join(lines) + "\n"
 
 
-def plots(r: dict[str, Any], out: Path) -> list[str]:
+def plots(r: dict[str, Any], out: Path, prefix: str = "peers") -> list[str]:
     try:
         import matplotlib
 
@@ -1286,7 +1419,7 @@ def plots(r: dict[str, Any], out: Path) -> list[str]:
     np.atleast_1d(axes)[0].set_ylabel("search latency, ms (log; whiskers p5-p95)")
     fig.suptitle(f"{r['dataset']['name']}: search latency per request (loaded 2-core machine)")
     fig.tight_layout()
-    p1 = out / "peers_latency.png"
+    p1 = out / f"{prefix}_latency.png"
     fig.savefig(p1, dpi=110)
     plt.close(fig)
 
@@ -1320,7 +1453,7 @@ def plots(r: dict[str, Any], out: Path) -> list[str]:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     fig.tight_layout()
-    p2 = out / "peers_quality_latency.png"
+    p2 = out / f"{prefix}_quality_latency.png"
     fig.savefig(p2, dpi=110)
     plt.close(fig)
     return [p1.name, p2.name]
@@ -1340,6 +1473,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", type=Path, default=Q.CACHE_DIR)
     ap.add_argument("--lancedb-ann-min-rows", type=int, default=LANCEDB_ANN_MIN_ROWS)
     ap.add_argument(
+        "--scale",
+        type=int,
+        help="latency at N Units of bench/scale_data.py (bulk-loaded with their vectors) instead"
+        " of a dataset; SciFact test claims as queries; writes peers_scale<N>.*",
+    )
+    ap.add_argument("--work-dir", type=Path, help="where the temporary data dirs go")
+    ap.add_argument(
         "--txtai-unlocked",
         action="store_true",
         help="call txtai concurrently without its Application's lock (crashed in trials)",
@@ -1351,15 +1491,86 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv if argv is not None else sys.argv[1:]
     args.out.mkdir(parents=True, exist_ok=True)
     report = run(args)
-    report["plots"] = plots(report, args.out)
+    prefix = f"peers_scale{args.scale}" if args.scale else "peers"
+    report["plots"] = plots(report, args.out, prefix)
     md = markdown(report)
     raw = {s: rep.pop("_latency_raw", None) for s, rep in report["systems"].items()}
     report["latency_samples_ms"] = raw
-    (args.out / "peers.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "peers.md").write_text(md)
+    (args.out / f"{prefix}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / f"{prefix}.md").write_text(md)
+    if args.scale and (args.out / "peers.md").exists():
+        add_scale_section(args.out / "peers.md", report, prefix)
     print(md)
-    print(f"wrote {args.out}/peers.json, peers.md and {report['plots']}", file=sys.stderr)
+    print(f"wrote {args.out}/{prefix}.json, {prefix}.md and {report['plots']}", file=sys.stderr)
     return 0
+
+
+def faster_peer(r: dict[str, Any], key: str, p: str) -> tuple[str, float] | None:
+    """The peer with the lowest ``p`` latency in cell ``key``, and that latency."""
+    best = None
+    for s, rep in r["systems"].items():
+        if s == "ours" or not rep.get("ran"):
+            continue
+        v = (rep.get("latency_ms", {}).get(key) or {}).get(p)
+        if v is not None and (best is None or v < best[1]):
+            best = (s, float(v))
+    return best
+
+
+def vs_faster_peer(r: dict[str, Any]) -> dict[str, Any]:
+    """ours / the faster peer, per filtered hybrid cell and percentile (goal at 1 %: <= 0.5)."""
+    out: dict[str, Any] = {}
+    ours = r["systems"].get("ours", {})
+    if not ours.get("ran"):
+        return out
+    for key in r["config"]["cells"]:
+        for p in ("p50", "p95"):
+            best = faster_peer(r, key, p)
+            mine = (ours["latency_ms"].get(key) or {}).get(p)
+            if best and mine is not None:
+                out[f"{key}:{p}"] = {
+                    "ours_ms": mine,
+                    "peer": best[0],
+                    "peer_ms": best[1],
+                    "ratio": round(mine / best[1], 3),
+                }
+    return out
+
+
+def add_scale_section(path: Path, r: dict[str, Any], prefix: str) -> None:
+    """Put (or replace) this scale run's summary in peers.md, between markers."""
+    begin, end = f"<!-- {prefix} -->", f"<!-- /{prefix} -->"
+    text = path.read_text()
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + text[text.index(end) + len(end) :].lstrip("\n")
+    n = r["dataset"]["scale"]
+    lines = [
+        begin,
+        f"## At {n:,} Units (`bench/peers.py --scale {n}`, {r['generated_at']})",
+        "",
+        f"Same query set (SciFact test claims, vectors given), Units of bench/scale_data.py"
+        f" bulk-loaded with the same vectors into every system; latency only (no relevance"
+        " judgments at scale: quality is the table above)."
+        f" Full report: [{prefix}.md]({prefix}.md).",
+        "",
+        "| hybrid cell | "
+        + " | ".join(s for s in SYSTEMS if r["systems"].get(s, {}).get("ran"))
+        + " | ours / faster peer (p50, p95) |",
+        "|---|" + "---|" * (1 + sum(1 for s in SYSTEMS if r["systems"].get(s, {}).get("ran"))),
+    ]
+    vs = r.get("vs_faster_peer", {})
+    for key in r["config"]["cells"]:
+        cells = []
+        for s in SYSTEMS:
+            rep = r["systems"].get(s, {})
+            if rep.get("ran"):
+                lat = rep["latency_ms"].get(key)
+                cells.append(f"{fmt(lat['p50'])} / {fmt(lat['p95'])}" if lat else "—")
+        a, b = vs.get(f"{key}:p50"), vs.get(f"{key}:p95")
+        rat = f"{a['ratio']:.2f} ({a['peer']}), {b['ratio']:.2f} ({b['peer']})" if a and b else "—"
+        lines.append(f"| {key} (p50 / p95 ms) | " + " | ".join(cells) + f" | {rat} |")
+    lines += ["", end, ""]
+    path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines))
 
 
 if __name__ == "__main__":
