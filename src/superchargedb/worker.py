@@ -42,6 +42,8 @@ class WorkerContext:
         self.audit_key = audit.load_key(settings.audit_key_file)
         self.blobs = FileBlobStore(data / "objects")
         self.jobs = JobQueue(self.catalog, settings.job_lease_s, settings.job_max_attempts)
+        # Leases of workers (or servers) that provably died on this machine resume at once.
+        self.jobs.release_dead_leases(own_data_dir=False)
         self.ingestor = Ingestor(self)  # type: ignore[arg-type]
 
     def after_worker_commit(self) -> None:

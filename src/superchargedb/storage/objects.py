@@ -8,15 +8,20 @@ and renamed, so a crash never leaves a partial blob under its final name.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
+import sqlite3
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from .. import faults
 from ..errors import PayloadTooLargeError, ValidationError
+
+log = logging.getLogger(__name__)
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._~+=@,-]{0,254}")
 MAX_KEY = 1024
@@ -93,6 +98,98 @@ class FileBlobStore:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+
+
+# An upload's temp file or a blob whose catalog row is not yet committed is this young at most
+# while its request runs; the doctor, which runs beside live requests, only counts older ones.
+ORPHAN_GRACE_S = 600.0
+_BLOB_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+def referenced_blobs(conn: sqlite3.Connection) -> set[str]:
+    """Every blob the catalog can still reach.
+
+    ``objects.sha256`` names an object's current blob; a job not yet finished pins the blob it
+    was queued with in its payload (it may since have been replaced under the same key). Units
+    reach content only through ``object_key`` -> ``objects`` (their ``content_hash`` is a hash
+    over the blob's id, not a path), and finished jobs never read their blob again.
+    """
+    refs = {str(r[0]) for r in conn.execute("SELECT sha256 FROM objects")}
+    refs.update(
+        str(r[0])
+        for r in conn.execute(
+            "SELECT json_extract(payload, '$.sha256') FROM jobs"
+            " WHERE state IN ('queued', 'running') AND json_valid(payload)"
+        )
+        if r[0]
+    )
+    return refs
+
+
+def find_orphans(root: Path, refs: set[str], before: float) -> dict[str, list[Path]]:
+    """Upload temp files and unreferenced blobs last modified before ``before`` (epoch s)."""
+    tmp = [p for p in _files(root / "tmp") if _mtime(p) < before]
+    blobs = [
+        p
+        for d1 in _dirs(root)
+        for d2 in _dirs(d1)
+        for p in _files(d2)
+        if _BLOB_NAME.fullmatch(p.name) and p.name not in refs and _mtime(p) < before
+    ]
+    return {"tmp": tmp, "blobs": blobs}
+
+
+def sweep_orphans(conn: sqlite3.Connection, root: Path, before: float) -> dict[str, Any]:
+    """Delete what a crash left behind in the object store (startup only).
+
+    Only safe while nothing can write a blob or add a reference: the caller holds the data-dir
+    lock (so no other server uploads) and accepts no requests yet; external workers only read
+    blobs their running job pins, and those are in ``refs``.
+    """
+    t0 = time.perf_counter()
+    found = find_orphans(root, referenced_blobs(conn), before)
+    removed = {"tmp_files": 0, "blobs": 0, "bytes": 0}
+    for kind, paths in (("tmp_files", found["tmp"]), ("blobs", found["blobs"])):
+        for p in paths:
+            try:
+                size = p.stat().st_size
+                p.unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:  # never keep the server from starting over a stray file
+                log.warning("could not remove orphan %s: %s", p, exc)
+                continue
+            removed[kind] += 1
+            removed["bytes"] += size
+    if removed["tmp_files"] or removed["blobs"]:
+        log.info(
+            "object store: removed %d upload temp file(s) and %d unreferenced blob(s), %d bytes",
+            removed["tmp_files"],
+            removed["blobs"],
+            removed["bytes"],
+        )
+    return {**removed, "ms": round((time.perf_counter() - t0) * 1000, 1)}
+
+
+def _dirs(p: Path) -> list[Path]:
+    try:
+        return [e for e in p.iterdir() if len(e.name) == 2 and e.is_dir() and not e.is_symlink()]
+    except FileNotFoundError:
+        return []
+
+
+def _files(p: Path) -> list[Path]:
+    try:
+        return [e for e in p.iterdir() if e.is_file() and not e.is_symlink()]
+    except FileNotFoundError:
+        return []
+
+
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")  # gone already: never counted
 
 
 # Media types served inline; everything else downloads as an attachment (stored XSS, D 47).
