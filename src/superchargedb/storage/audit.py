@@ -154,10 +154,24 @@ def write_anchor(conn: sqlite3.Connection, key: bytes, path: Path) -> dict[str, 
     mac = hmac.new(key, f"anchor|{seq}|{h}".encode(), hashlib.sha256).hexdigest()
     body = {"seq": seq, "hash": h, "mac": mac}
     path.parent.mkdir(parents=True, exist_ok=True)
+    # One fixed tmp name: a crash leaves at most one behind, and the next write reuses it.
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(body))
-    faults.point("audit.anchor.before_replace")
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(json.dumps(body).encode())
+            f.flush()
+            os.fsync(f.fileno())  # the bytes are durable before the name points at them
+        faults.point("audit.anchor.before_replace")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # ... and the rename itself survives a power cut
+    finally:
+        os.close(dir_fd)
     faults.point("audit.anchor.after_replace")
     return body
 
