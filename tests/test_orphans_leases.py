@@ -402,3 +402,22 @@ def test_anchor_crash_before_rename_keeps_the_old_anchor(tmp_path):
     assert second is not None and second["seq"] == 3 and json.loads(path.read_text()) == second
     assert not path.with_suffix(".tmp").exists()
     cat.close()
+
+
+def test_expired_lease_on_the_last_attempt_fails_instead_of_running_again(tmp_path, embedder):
+    s = make_service(tmp_path / "d", embedder, job_workers=0, job_max_attempts=2)
+    add_principal(s, "w", perms=["read", "write"], scopes=["acme"])
+    job_id = enqueue(s, "doc1")
+    q = JobQueue(s.catalog, lease_s=0.05, max_attempts=2)
+    try:
+        for attempt in (1, 2):  # a live holder that never finishes: each lease just expires
+            job = q.claim()
+            assert job is not None and job.id == job_id and job.attempts == attempt
+            time.sleep(0.1)
+        assert q.claim() is None  # not a third run
+        row = job_row(s, job_id)
+        assert row["state"] == "failed" and "last attempt" in row["error"]
+        left = s.catalog.reader().execute("SELECT COUNT(*) FROM docs WHERE doc_id = 'doc1'")
+        assert left.fetchone()[0] == 0  # its quota reservation is released
+    finally:
+        s.close()

@@ -193,6 +193,19 @@ class JobQueue:
         now = _now()
         token = secrets.token_hex(8)
         with self.catalog.write() as conn:
+            # An expired lease on the last attempt: the job may be what kills its workers, so it
+            # fails (quota released) instead of running beyond max_attempts.
+            for r in conn.execute(
+                "SELECT * FROM jobs WHERE state = 'running' AND lease_until < ?"
+                " AND attempts >= max_attempts",
+                (now,),
+            ).fetchall():
+                conn.execute(
+                    "UPDATE jobs SET state = 'failed', error = ?, lease_token = NULL,"
+                    " lease_until = NULL, lease_owner = NULL, updated_at = ? WHERE id = ?",
+                    (f"lease expired on the last attempt ({r['attempts']})", now, r["id"]),
+                )
+                self._release_quota(conn, _job(r, str(r["lease_token"])))
             row = conn.execute(
                 "SELECT id FROM jobs WHERE state = 'queued'"
                 " OR (state = 'running' AND lease_until < ?) ORDER BY created_at LIMIT 1",
