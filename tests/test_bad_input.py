@@ -461,6 +461,14 @@ CASES: dict[str, Case] = {
     "docs-cursor-wrong-shape": Case("GET", "/v1/docs?cursor=WzEsMiwzXQ"),  # [1,2,3]
     "units-cursor-string": Case("GET", "/v1/units?cursor=ImEi"),  # "a"
     "docs-plane-unknown": Case("GET", "/v1/docs?plane=smell"),
+    "jobs-state-unknown": Case("GET", "/v1/jobs?state=exploded"),
+    "jobs-limit-zero": Case("GET", "/v1/jobs?limit=0"),
+    "jobs-cursor-garbage": Case("GET", "/v1/jobs?cursor=!!"),
+    "jobs-cursor-wrong-shape": Case("GET", "/v1/jobs?cursor=WzEsMiwzXQ"),  # [1,2,3]
+    "jobs-cursor-int64-overflow": Case(
+        "GET",
+        "/v1/jobs?cursor=WzkyMjMzNzIwMzY4NTQ3NzU4MDgsICJqIl0",  # [2**63, "j"]
+    ),
     "docs-from-garbage": Case("GET", "/v1/docs?from=2020-13-45"),
     "usage-to-garbage": Case("GET", "/v1/usage?to=soon"),
     "patch-groups-string": Case(
@@ -679,6 +687,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "units.modality": (lambda s: Case("GET", "/v1/units?modality=" + quote(s)), "exact:modality"),
     "docs.cursor": (lambda s: Case("GET", "/v1/docs?cursor=" + quote(s)), "reject"),
     "docs.plane": (lambda s: Case("GET", "/v1/docs?plane=" + quote(s)), "reject"),
+    "jobs.state": (lambda s: Case("GET", "/v1/jobs?state=" + quote(s)), "reject"),
+    "jobs.cursor": (lambda s: Case("GET", "/v1/jobs?cursor=" + quote(s)), "reject"),
     "usage.from": (lambda s: Case("GET", "/v1/usage?from=" + quote(s)), "reject"),
     "unit.get": (
         lambda s: Case("GET", "/v1/units/" + quote(s, safe=""), status=404, code="not_found"),

@@ -40,7 +40,7 @@ def decode_cursor(cursor: str | None) -> Any:
         raise ValidationError("invalid cursor", field="cursor") from None
 
 
-def _page_size(limit: int | None) -> int:
+def page_size(limit: int | None) -> int:
     if limit is None:
         return 100
     if not 1 <= limit <= MAX_PAGE:
@@ -97,7 +97,7 @@ class DocumentsMixin:
         if not principal.has("read"):
             raise ForbiddenError("the read permission is required")
         scopes = self.request_scope(principal, header_scope, query_scope)
-        n = _page_size(limit)
+        n = page_size(limit)
         vis, params = visible_sql("u", scopes, principal.name, principal.groups)
         extra, fparams = _filters(plane, modality, t_from, t_to)
         return scopes, n, vis, params, extra, fparams

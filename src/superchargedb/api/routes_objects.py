@@ -123,6 +123,15 @@ def register_objects(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
         body = iterate_in_threadpool(_file_chunks(path, 0, size))
         return StreamingResponse(body, status_code=200, media_type=ctype, headers=headers)
 
+    @app.get("/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES.subset(401, 403, 422))
+    async def list_jobs(
+        p: Principal = Depends(principal),
+        state: str | None = Query(default=None),
+        cursor: str | None = Query(default=None, max_length=512),
+        limit: int | None = Query(default=None),
+    ) -> Any:
+        return await run_in_threadpool(svc.list_jobs, p, state, cursor, limit)
+
     @app.get("/v1/jobs/{job_id}", tags=["jobs"], responses=ERROR_RESPONSES.subset(401, 403, 404))
     async def get_job(job_id: str, p: Principal = Depends(principal)) -> Any:
         return await run_in_threadpool(svc.get_job, p, job_id)

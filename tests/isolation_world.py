@@ -1,0 +1,183 @@
+"""Building a generated world in a real Service, and one HTTP app re-pointed at each world."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from isolation_checks import STATS, Checker, EchoLLM
+from isolation_model import CREATORS, GROUPS, SEGS, P, World, pool_text, tiny_png
+from superchargedb.api.app import create_app
+from superchargedb.auth import principals as principals_mod
+from superchargedb.service import Service
+from superchargedb.settings import Settings
+from superchargedb.types import Principal
+
+BUILDER_GROUP = "zz-builder"
+
+
+def builder(name: str, roots: tuple[str, ...]) -> Principal:
+    """Who stores the world: any name, every root and group (set-up, not under test)."""
+    return Principal(
+        id=f"b_{name}",
+        name=name,
+        perms=frozenset({"read", "write", "admin"}),
+        tier="enterprise",
+        scopes=roots,
+        active_scope=roots[0],
+        groups=frozenset([*GROUPS, BUILDER_GROUP]),
+    )
+
+
+def build(tmp: Path, spec: dict[str, Any], emb: Any, llm_url: str) -> tuple[Service, World]:
+    svc = Service(
+        Settings(
+            data_dir=tmp,
+            job_workers=0,  # jobs stay queued: their rows are what GET /v1/jobs reads
+            answer_providers="openai",
+            openai_base_url=llm_url,
+        ),
+        embedder=emb,
+    )
+    salt = spec["salt"]
+    every = [x["scope"] for k in ("objects", "units", "media") for x in spec[k]]
+    roots = tuple(sorted({s.split("/")[0] for s in every} | {SEGS[0]}))
+    ps = [
+        P(f"p{i}", set(p["grants"]), set(p["groups"]), set(p["perms"]), p["tier"])
+        for i, p in enumerate(spec["principals"])
+    ]
+    with svc.catalog.write() as w:
+        for p in ps:
+            row = principals_mod.create_principal(
+                w,
+                p.name,
+                perms=sorted(p.perms),
+                tier=p.tier,
+                scopes=sorted(p.grants),
+                groups=sorted(p.groups),
+            )
+            principals_mod.add_key(w, row.id, f"aegis_sk_{p.name}")
+    world = World(principals=ps)
+    text_keys: list[str] = []
+    for j, o in enumerate(spec["objects"]):
+        m = f"seco{j:03d}{salt}"
+        key = f"{o['scope']}/{m}.txt"
+        body = pool_text(o["topic"], m).encode()
+        _put(svc, builder(o["owner"], roots), o, key, body, "text/plain", world, m)
+        text_keys.append(key)
+    by_creator: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {c: [] for c in CREATORS}
+    for i, u in enumerate(spec["units"]):
+        m = f"secu{i:03d}{salt}"
+        doc = f"doc-{m}"
+        raw: dict[str, Any] = {
+            "scope": u["scope"],
+            "doc_id": doc,
+            "acl_owner": u["owner"],
+            "acl_groups": u["groups"],
+        }
+        ref = {"scope": u["scope"], "owner": u["owner"], "groups": u["groups"], "doc_id": doc}
+        ref["creator"] = u["creator"]
+        if u["object"] is not None and u["object"] < len(text_keys):
+            key = text_keys[u["object"]]
+            raw |= {"source_uri": f"{key}#{m}", "mime": "text/plain"}
+            ref |= {"object": key, "source_uri": f"{key}#{m}", "text": world.objects[key]["text"]}
+        else:
+            raw["text"] = pool_text(u["topic"], m)
+            ref |= {"source_uri": f"{u['scope']}/{doc}", "text": raw["text"]}
+        by_creator[u["creator"]].append((raw, ref))
+    png = tiny_png()
+    for k, md in enumerate(spec["media"]):
+        mo = f"seco{len(spec['objects']) + k:03d}{salt}"
+        key = f"{md['scope']}/{mo}.png"
+        o = {**md, "owner": md["creator"]}
+        _put(svc, builder(md["creator"], roots), o, key, png, "image/png", world, mo)
+        mj = f"secj{k:03d}{salt}"
+        raw = {
+            "scope": md["scope"],
+            "doc_id": f"doc-{mj}",
+            "acl_owner": md["owner"],
+            "acl_groups": md["groups"],
+            "source_uri": key,
+            "mime": "image/png",
+        }
+        by_creator[md["creator"]].append((raw, {**md, "marker": mj, "doc_id": f"doc-{mj}"}))
+    for creator, items in by_creator.items():
+        if not items:
+            continue
+        res = svc.ingest(
+            builder(creator, roots), {"units": [r for r, _ in items], "mode": "append"}
+        )
+        for (_, ref), r in zip(items, res["results"], strict=True):
+            assert r["ok"], r
+            if "job_id" in r:
+                world.jobs[r["job_id"]] = ref
+            else:
+                world.units[r["unit_id"]] = ref
+    world.requests = spec["requests"]
+    return svc, world
+
+
+def _put(
+    svc: Service,
+    who: Principal,
+    o: dict[str, Any],
+    key: str,
+    body: bytes,
+    ctype: str,
+    world: World,
+    m: str,
+) -> None:
+    # The builders' own group lets them derive Units from any object; no reader is in it.
+    svc.put_object(who, key, [body], ctype, o["scope"], [*o["groups"], BUILDER_GROUP])
+    world.objects[key] = {
+        "scope": o["scope"],
+        "owner": o["owner"],
+        "groups": list(o["groups"]),
+        "marker": m,
+        "body": body,
+        "text": body.decode() if ctype == "text/plain" else "",
+    }
+
+
+class Current:
+    """The service the shared app talks to: each world's real Service in turn (building the
+    FastAPI app costs more than checking a small world)."""
+
+    def __init__(self) -> None:
+        self.target: Service | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)
+
+
+class Harness:
+    """One app and one event loop for the module; ASGI calls without TestClient's thread hop."""
+
+    def __init__(self, first: Service) -> None:
+        self.current = Current()
+        self.current.target = first
+        self.app = create_app(self.current)  # type: ignore[arg-type]
+        self.loop = asyncio.new_event_loop()
+
+    def check(self, svc: Service, world: World, llm: EchoLLM, paths: frozenset[str]) -> None:
+        self.current.target = svc
+
+        async def go() -> None:
+            transport = httpx.ASGITransport(app=self.app)
+
+            async def count(_: httpx.Request) -> None:
+                STATS["requests"] += 1
+
+            hooks = {"request": [count]}
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://t", event_hooks=hooks
+            ) as c:
+                await Checker(c, svc, world, llm, paths).run()
+
+        try:
+            self.loop.run_until_complete(go())
+        finally:
+            self.current.target = None
