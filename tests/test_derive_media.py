@@ -258,6 +258,83 @@ def test_rotated_page_boxes_follow_the_displayed_page(media: dict[str, Any]) -> 
 # --------------------------------------------------------------------------- images
 
 
+TOC = [("Introduction", 1), ("Storage engines", 4), ("Checkpoints and recovery", 9)]
+
+
+def make_toc_pdf(path: Path) -> Path:
+    """A table of contents: titles, dot leaders, page numbers (Helvetica 10 pt)."""
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(path), pagesize=LETTER)
+    c.setFont("Helvetica", 10)
+    y = 700
+    for title, page in TOC:
+        c.drawString(72, y, title)
+        x = 72 + c.stringWidth(title, "Helvetica", 10) + 6
+        while x < 520:
+            c.drawString(x, y, ".")
+            x += 6
+        c.drawRightString(540, y, str(page))
+        y -= 18
+    c.drawString(72, y - 30, "A plain sentence with its full stop. Another, in it, is here.")
+    c.showPage()
+    c.save()
+    return path
+
+
+def test_scan_preparation_erases_leaders_and_upscales_small_type(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from superchargedb.ingest.media_worker import leader_mask, ocr_prepare, otsu, text_height
+
+    pdf = make_toc_pdf(tmp_path / "toc.pdf")
+    png = render_png(pdf, tmp_path / "toc150.png", 150)
+    gray = np.asarray(Image.open(png).convert("L"))
+    height = text_height(gray)
+    assert height is not None and 10 <= height <= 18  # 10-pt lines at 150 dpi
+    ink = gray < otsu(gray)
+    mask = leader_mask(ink, height)
+    scale = 150 / 72
+    rows = np.flatnonzero(mask.any(axis=1))
+    cols = np.flatnonzero(mask.any(axis=0))
+    # every leader row is erased, between each title and its page number, and nothing else:
+    # not the sentence's full stops, not the dots of its i's, not the titles' letters
+    assert len(rows) and rows.max() < (792 - 700 + 2 * 18 + 4) * scale
+    assert cols.min() > 72 * scale and cols.max() < 530 * scale
+    for i in range(len(TOC)):
+        band = mask[int((792 - 700 + 18 * i - 4) * scale) : int((792 - 700 + 18 * i + 2) * scale)]
+        assert band.any(axis=1).sum() >= 1 and band.sum() > 30 * 2, i
+    sentence = slice(
+        int((792 - 700 + 54 + 30 - 12) * scale), int((792 - 700 + 54 + 30 + 4) * scale)
+    )
+    assert not mask[sentence].any()
+    img, f, measured, erased = ocr_prepare(Image.open(png).convert("RGB"), 24.0, 50_000_000)
+    assert img.mode == "L" and erased == int(mask.sum()) and measured == height
+    w, h = Image.open(png).size
+    assert abs(f - 24.0 / height) < 1e-9 and img.size == (round(w * f), round(h * f))
+    # a 300-dpi render already has tall enough lines: left at its size
+    png300 = render_png(pdf, tmp_path / "toc300.png", 300)
+    assert ocr_prepare(Image.open(png300), 24.0, 50_000_000)[1] == 1.0
+
+
+def test_table_of_contents_scan_reads_no_leader_junk(tmp_path: Path) -> None:
+    pdf = make_toc_pdf(tmp_path / "toc.pdf")
+    png = render_png(pdf, tmp_path / "toc150.png", 150)
+    units = derive(png, "image/png", "scan")
+    words = [re.sub(r"\W", "", w[0]) for u in units for w in u.meta["words"]]
+    titles = {w for title, _ in TOC for w in title.split()}
+    sentence = set(
+        re.findall(r"\w+", "A plain sentence with its full stop. Another, in it, is here.")
+    )
+    assert titles <= set(words)
+    junk = [w for w in words if w and w not in titles | sentence and not w.isdigit()]
+    assert not junk, junk
+    # boxes are in the pixels of the image as given, not of the upscaled copy
+    (truth,) = pdfium_word_boxes(pdf, "Checkpoints")
+    box = next(w[1:] for u in units for w in u.meta["words"] if w[0] == "Checkpoints")
+    assert iou([v / (150 / 72) for v in box], truth) >= 0.5
+
+
 def test_visual_image_with_exif_and_ocr(tmp_path: Path) -> None:
     from PIL import Image, ImageDraw, ImageFont
 
@@ -397,28 +474,37 @@ def test_utterance_grouping_breaks_on_pauses_and_caps_at_30s() -> None:
     assert [len(g) for g in group_words(words)] == [3, 1]
 
 
-@pytest.fixture(scope="module")
-def video(speech: dict[str, Any]) -> dict[str, Any]:
+def make_video(d: Path, wav: Path, shots_s: list[float] = SHOTS_S, fps: int = 25) -> Path:
+    """An MP4 of solid-colour shots of known durations (the last one a slide reading "QUARTERLY
+    REVIEW") over ``wav``, cut to the shots' total length; made with ffmpeg."""
     from PIL import Image, ImageDraw, ImageFont
 
-    d: Path = speech["dir"]
     slide = d / "slide.png"
     im = Image.new("RGB", (640, 360), (20, 40, 160))
     ImageDraw.Draw(im).text(
         (40, 140), "QUARTERLY REVIEW", fill="white", font=ImageFont.load_default(size=56)
     )
     im.save(slide)
-    total = sum(SHOTS_S)
-    out = d / "clip.mp4"
+    colours = ["red", "green", "yellow", "magenta", "cyan", "white"]
     argv = ["ffmpeg", "-v", "error", "-y"]
-    argv += ["-f", "lavfi", "-i", f"color=c=red:s=640x360:r=25:d={SHOTS_S[0]}"]
-    argv += ["-f", "lavfi", "-i", f"color=c=green:s=640x360:r=25:d={SHOTS_S[1]}"]
-    argv += ["-loop", "1", "-framerate", "25", "-t", str(SHOTS_S[2]), "-i", str(slide)]
-    argv += ["-i", str(speech["wav"])]
-    argv += ["-filter_complex", "[0:v][1:v][2:v]concat=n=3:v=1:a=0,format=yuv420p[v];[3:a]apad[a]"]
-    argv += ["-map", "[v]", "-map", "[a]", "-t", str(total), "-c:v", "libx264", "-c:a", "aac"]
+    for colour, dur in zip(colours, shots_s[:-1], strict=False):
+        argv += ["-f", "lavfi", "-i", f"color=c={colour}:s=640x360:r={fps}:d={dur}"]
+    argv += ["-loop", "1", "-framerate", str(fps), "-t", str(shots_s[-1]), "-i", str(slide)]
+    argv += ["-i", str(wav)]
+    n = len(shots_s)
+    inputs = "".join(f"[{i}:v]" for i in range(n))
+    graph = f"{inputs}concat=n={n}:v=1:a=0,format=yuv420p[v];[{n}:a]apad[a]"
+    argv += ["-filter_complex", graph, "-map", "[v]", "-map", "[a]", "-t", str(sum(shots_s))]
+    argv += ["-c:v", "libx264", "-c:a", "aac"]
+    out = d / "clip.mp4"
     argv += ["-metadata", "creation_time=2024-05-01T10:00:00Z", str(out)]
     subprocess.run(argv, check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def video(speech: dict[str, Any]) -> dict[str, Any]:
+    out = make_video(speech["dir"], speech["wav"])
     return {"path": out, "units": derive(out, "video/mp4", None)}
 
 

@@ -1,10 +1,12 @@
 """Images -> Units: Tesseract paragraphs for scans, one visual Unit for other images.
 
 Tesseract runs as an rlimited subprocess (``tesseract img stdout --psm 3 tsv``); its TSV gives
-word boxes in pixels, grouped into paragraphs by ``block_num``/``par_num``. A scan becomes one
-doc_visual Unit per paragraph (bbox in pixels, page 1). Any other image becomes one visual Unit
-whose text is an optional caption, its OCR text and its metadata (size, format, EXIF capture time,
-camera), with the bbox of the whole image.
+word boxes in pixels, grouped into paragraphs by ``block_num``/``par_num``. A scan is first
+resampled by the image worker so that its text lines are about ``OCR_TEXT_PX`` tall (small type
+is Tesseract's main source of errors), and the boxes are scaled back to the image's pixels. A scan
+becomes one doc_visual Unit per paragraph (bbox in pixels, page 1). Any other image becomes one
+visual Unit whose text is an optional caption, its OCR text and its metadata (size, format, EXIF
+capture time, camera), with the bbox of the whole image.
 """
 
 from __future__ import annotations
@@ -27,8 +29,12 @@ log = logging.getLogger(__name__)
 ALNUM = re.compile(r"[^\W_]")
 
 MAX_REGION_CHARS = 1200  # a region longer than this is split at line boundaries (embedding window)
-MIN_WORD_CONF = 20.0  # scans: keep doubtful words (a search may still hit them)
+MIN_WORD_CONF = 20.0  # scans: punctuation-only specks below this are dropped, words are kept
 MIN_PHOTO_CONF = 50.0  # photos and frames: texture read as letters is mostly low-confidence
+# Scans whose text lines (ink, ascender to descender) are shorter than this are upscaled: at a
+# 150-dpi render of 10-pt type (~15 px) Tesseract drops and misreads words. On the rendered-PDF
+# eval pages 20-24 px was the flat optimum (30 and 38 px read slightly worse and cost more).
+OCR_TEXT_PX = 24.0
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,13 @@ def ocr_words(
     dpi: int | None = None,
     min_conf: float = MIN_WORD_CONF,
 ) -> list[OcrWord]:
-    """Words with pixel boxes from ``tesseract <image> stdout --psm 3 tsv``."""
+    """Words with pixel boxes from ``tesseract <image> stdout --psm 3 tsv``.
+
+    With the default ``min_conf`` (scans) every word holding a letter or digit is kept whatever
+    its confidence: Tesseract gives 0 to correct pieces of a word it split (``SESSION`` +
+    ``_USER``), and a doubtful word is still worth a search hit; only punctuation-only specks
+    below ``MIN_WORD_CONF`` go. With a higher ``min_conf`` (photos, video frames) a word needs a
+    letter or digit and that confidence."""
     argv = ["tesseract", str(image), "stdout", "-l", options.ocr_lang, "--psm", "3"]
     if dpi:
         argv += ["--dpi", str(int(dpi))]
@@ -60,7 +72,12 @@ def ocr_words(
             continue
         text = cols[11].strip()
         conf = float(cols[10])
-        if not text or conf < min_conf or (min_conf > MIN_WORD_CONF and not ALNUM.search(text)):
+        wordy = ALNUM.search(text) is not None
+        if min_conf > MIN_WORD_CONF:
+            keep = wordy and conf >= min_conf
+        else:
+            keep = bool(text) and (wordy or conf >= min_conf)
+        if not keep:
             continue
         x, y, w, h = (int(v) for v in cols[6:10])
         block, par, line = int(cols[2]), int(cols[3]), int(cols[4])
@@ -136,18 +153,33 @@ def ocr_regions(
     return units
 
 
-def image_info(path: Path, out_dir: Path, *, limits: MediaLimits, options: DeriveOptions) -> Any:
-    """Header facts (size, format, EXIF) and an upright image for OCR, from the worker."""
-    args = {"path": str(path), "max_pixels": limits.max_pixels, "out_dir": str(out_dir)}
+def image_info(
+    path: Path,
+    out_dir: Path,
+    *,
+    limits: MediaLimits,
+    options: DeriveOptions,
+    ocr_text_px: float | None = None,
+) -> Any:
+    """Header facts (size, format, EXIF) and an upright image for OCR, from the worker; with
+    ``ocr_text_px``, that image is resampled to that line height (``ocr_scale``)."""
+    args: dict[str, Any] = {
+        "path": str(path),
+        "max_pixels": limits.max_pixels,
+        "out_dir": str(out_dir),
+    }
+    if ocr_text_px:
+        args["ocr_text_px"] = ocr_text_px
     return run_worker("image", args, limits=limits, options=options, what="image decoder")
 
 
 def derive_scan(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> list[Derived]:
     """A scanned page image -> one doc_visual Unit per paragraph (pixel boxes, page 1)."""
     with tempfile.TemporaryDirectory(prefix="scdb-ocr-") as tmp:
-        info = image_info(path, Path(tmp), limits=limits, options=options)
+        info = image_info(path, Path(tmp), limits=limits, options=options, ocr_text_px=OCR_TEXT_PX)
         words = ocr_words(Path(info["ocr_path"]), limits=limits, options=options)
-    units = ocr_regions(words, page=1, scale=1.0, modality="scan", fragment="#page=1")
+    scale = float(info.get("ocr_scale") or 1.0)
+    units = ocr_regions(words, page=1, scale=scale, modality="scan", fragment="#page=1")
     if not units:
         raise DerivationError("no text found in the scanned image")
     return units
