@@ -246,3 +246,147 @@ def test_audio_search_finds_the_moment(client, tmp_path):
         assert abs(loc["t_end_ms"] / 1000 - end) <= 0.5, (sentence, loc, end)
         assert loc["t_end_ms"] - loc["t_start_ms"] <= 30_000
         assert hit["link"] == f"/v1/objects/{key}#t={loc['t_start_ms'] // 1000}"
+
+
+VIDEO_SHOTS_S = [3.0, 1.6, 3.4, 3.8]  # whole frames at 25 fps; cuts at 3.0, 4.6 and 8.0 s
+
+
+def overlap_s(a: tuple[float, float], b: tuple[float, float]) -> float:
+    return max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+
+
+@pytest.mark.slow  # ASR, scene detection, keyframe OCR and embedding: ~30-90 s under load
+def test_video_through_the_api(client, tmp_path):
+    """An ffmpeg MP4 of N colour shots over espeak sentences with known offsets, PUT and ingested
+    through the API: N shots within one frame of the true cuts, each carrying the transcript
+    that overlaps it; searching a sentence finds its utterance within 0.5 s; deep links and
+    source_uri carry #t=; the object serves byte ranges for a player."""
+    from test_derive_media import SENTENCES, espeak_track, make_video, words_of
+
+    wav, truth = espeak_track(tmp_path)
+    mp4 = make_video(tmp_path, wav, VIDEO_SHOTS_S).read_bytes()
+    key = "acme/alpha/backend/allhands.mp4"
+    r = client.put(
+        f"/v1/objects/{key}", headers={**ALICE, "Content-Type": "video/mp4"}, content=mp4
+    )
+    assert r.status_code == 201, r.text
+    r = client.post(
+        "/v1/ingest", headers=ALICE, json={"units": [{"source_uri": key, "mime": "video/mp4"}]}
+    )
+    assert r.status_code == 200, r.text
+    res = r.json()["results"][0]
+    assert res["ok"] and res["status"] == "queued" and res["job_id"], res
+    job = wait_job(client, ALICE, res["job_id"], timeout=600)
+    assert job["state"] == "done", job
+    units = [client.get(f"/v1/units/{u}", headers=ALICE).json() for u in job["unit_ids"]]
+
+    def secs(u):
+        loc = u["locator"]
+        return loc["t_start_ms"] / 1000, loc["t_end_ms"] / 1000
+
+    for u in units:  # every Unit deep-links to its moment
+        assert u["locator"]["kind"] == "time_range"
+        frag = f"#t={u['locator']['t_start_ms'] // 1000}"
+        assert u["source_uri"] == key + frag and u["link"] == f"/v1/objects/{key}{frag}"
+    shots = sorted(
+        (u for u in units if u["modality"] == "video_shot"), key=lambda u: u["locator"]["shot_idx"]
+    )
+    utts = [u for u in units if u["modality"] == "utterance"]
+    assert len(shots) == len(VIDEO_SHOTS_S) and utts
+    assert all(u["plane"] == "audio" for u in utts)
+    edges = [sum(VIDEO_SHOTS_S[:i]) for i in range(len(VIDEO_SHOTS_S) + 1)]
+    for i, s in enumerate(shots):
+        a, b = secs(s)
+        assert s["plane"] == "visual" and s["locator"]["shot_idx"] == i
+        assert abs(a - edges[i]) <= 0.04 and abs(b - edges[i + 1]) <= 0.04, (i, a, b)
+    # The transcript overlapping each shot is in its text: an utterance said within a shot is
+    # there whole, and each sentence's words are in the shots it overlaps.
+    inside = 0
+    for u in utts:
+        ua, ub = secs(u)
+        for s in shots:
+            a, b = secs(s)
+            if a - 0.1 <= ua and ub <= b + 0.1:
+                inside += 1
+                assert words_of(u["text"]) <= words_of(s["text"]), (u["text"], s["text"])
+    assert inside >= 2, [(secs(u), u["text"]) for u in utts]  # sentences 1 and 3
+    for sentence, span in zip(SENTENCES, truth, strict=True):
+        over = [s for s in shots if overlap_s(span, secs(s)) > 0]
+        said = set().union(*(words_of(s["text"]) for s in over))
+        assert len(words_of(sentence) & said) >= 3, (sentence, [s["text"] for s in over])
+    assert len([s for s in shots if overlap_s(truth[1], secs(s)) > 0]) == 2  # across a cut
+    assert "quarterly" not in words_of(shots[0]["text"])  # no transcript of other shots
+    # Searching a sentence finds the moment it was said.
+    for sentence, (start, end) in zip(SENTENCES, truth, strict=True):
+        hits = client.post(
+            "/v1/search", headers=ALICE, json={"q": sentence, "planes": ["audio"], "top_k": 3}
+        ).json()["hits"]
+        loc = hits[0]["locator"]
+        assert abs(loc["t_start_ms"] / 1000 - start) <= 0.5, (sentence, loc, start)
+        assert abs(loc["t_end_ms"] / 1000 - end) <= 0.5, (sentence, loc, end)
+        assert hits[0]["link"] == f"/v1/objects/{key}#t={loc['t_start_ms'] // 1000}"
+    # The slide's words (keyframe OCR) are in the last shot only, and lexically find it first
+    # (the other shots share "quarterly" through the transcript).
+    assert {"quarterly", "review"} <= words_of(shots[-1]["text"])
+    assert not any("review" in words_of(s["text"]) for s in shots[:-1])
+    hits = client.post(
+        "/v1/search", headers=ALICE, json={"q": "quarterly review", "planes": ["visual"]}
+    ).json()["hits"]
+    slide = next(h for h in hits if h["unit_id"] == shots[-1]["unit_id"])
+    assert slide["ranks"]["lexical"] == 1 and slide["link"].endswith("#t=8"), slide
+    # A player seeks: byte ranges of the video.
+    r = client.get(f"/v1/objects/{key}", headers={**ALICE, "Range": "bytes=100-1099"})
+    assert r.status_code == 206 and r.content == mp4[100:1100]
+    assert r.headers["content-range"] == f"bytes 100-1099/{len(mp4)}"
+    assert r.headers["content-type"].startswith("video/mp4")
+    r = client.get(f"/v1/objects/{key}", headers={**ALICE, "Range": "bytes=-500"})
+    assert r.status_code == 206 and r.content == mp4[-500:]
+
+
+def test_bad_media_fail_alone_in_a_mixed_batch(client):
+    """Malformed PDF, truncated WAV, zero-byte file and wrong type beside a good PDF and a text
+    Unit: each bad one gets its own clear error (at once, or as its job's reason), the good
+    ones are all stored and searchable."""
+    put_pdf(client, key="acme/alpha/backend/good.pdf")
+    bad = {
+        # passes the cheap checks (header and end marker), fails in the parser: a failed job
+        "broken.pdf": (
+            b"%PDF-1.7\n1 0 obj << /Type /Catalog >>\ngarbage\n%%EOF\n",
+            "application/pdf",
+        ),
+        "cut.wav": (
+            b"RIFF" + (100000).to_bytes(4, "little") + b"WAVEfmt " + b"\0" * 40,
+            "audio/wav",
+        ),
+        "empty.mp3": (b"", "audio/mpeg"),
+        "fake.mp4": (make_pdf(), "video/mp4"),
+    }
+    for name, (data, mime) in bad.items():
+        r = client.put(
+            f"/v1/objects/acme/alpha/backend/{name}",
+            headers={**ALICE, "Content-Type": mime},
+            content=data,
+        )
+        assert r.status_code == 201, (name, r.text)
+    units = [{"source_uri": f"acme/alpha/backend/{n}", "mime": m} for n, (_, m) in bad.items()]
+    units.insert(2, {"source_uri": "acme/alpha/backend/good.pdf", "mime": "application/pdf"})
+    units.append({"text": "The pager rotation moves to Tuesdays.", "doc_id": "pager"})
+    r = client.post("/v1/ingest", headers=ALICE, json={"units": units})
+    assert r.status_code == 200, r.text
+    res = r.json()["results"]
+    assert [x["ok"] for x in res] == [True, False, True, False, False, True]
+    assert res[0]["status"] == "queued" and res[2]["status"] == "queued"
+    msgs = {units[i]["source_uri"].rsplit("/", 1)[1]: res[i]["error"] for i in (1, 3, 4)}
+    assert "truncated WAV" in msgs["cut.wav"]["message"]
+    assert "zero bytes" in msgs["empty.mp3"]["message"]
+    assert "application/pdf" in msgs["fake.mp4"]["message"]
+    assert all(e["code"] == "validation_error" for e in msgs.values()), msgs
+    broken = wait_job(client, ALICE, res[0]["job_id"])
+    assert broken["state"] == "failed" and "malformed PDF" in broken["error"], broken
+    assert broken["attempts"] == 1 and not broken["unit_ids"]  # bad input is not retried
+    good = wait_job(client, ALICE, res[2]["job_id"])
+    assert good["state"] == "done" and len(good["unit_ids"]) == 3
+    hit = client.post("/v1/search", headers=ALICE, json={"q": "ERR_5150 rollback"}).json()
+    assert hit["hits"][0]["source_uri"] == "acme/alpha/backend/good.pdf#page=2", hit
+    hit = client.post("/v1/search", headers=ALICE, json={"q": "pager Tuesdays"}).json()
+    assert hit["hits"][0]["doc_id"] == "pager", hit
