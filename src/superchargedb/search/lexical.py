@@ -231,20 +231,22 @@ class LexicalLeg:
         fetch = limit
         while True:
             with sp.ix.rw.read():
-                mask = sp.mask(key, pred)
+                mask, full = sp.mask(key, pred)
                 if only is not None:
                     allowed = np.zeros(len(mask), dtype=bool)
                     allowed[only[only < len(mask)]] = True
-                    mask = mask & allowed
+                    mask, full = mask & allowed, False
                 tids = [sp.term_id(p[0]) if p else None for p in phrases]
-                top = sp.topk(tids, mask, fetch)
+                top = sp.topk(tids, mask, fetch, full=full)
             if not top:
                 return [], detail
             marks = ",".join("?" * len(top))
+            # NOT INDEXED keeps rowid lookups but stops the planner from preferring a scope or
+            # plane index range (a scan of the caller's whole scope: 25 ms at 10k Units vs 2).
             ok = {
                 r[0]
                 for r in conn.execute(
-                    f"SELECT u.id FROM units u WHERE u.id IN ({marks}) AND {where}",
+                    f"SELECT u.id FROM units u NOT INDEXED WHERE u.id IN ({marks}) AND {where}",
                     (*top, *params),
                 )
             }
