@@ -35,6 +35,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -156,6 +157,7 @@ class Sample:
     ms: float
     retry_after: bool
     t: float
+    error: str = ""  # the exception's class for timeouts and transport errors
 
 
 @dataclass
@@ -164,6 +166,7 @@ class Phase:
     workers: int
     seconds: float
     samples: list[Sample] = field(default_factory=list)
+    probe_ms: list[float] = field(default_factory=list)  # GET /healthz latencies
     started: float = 0.0
     ended: float = 0.0
 
@@ -218,20 +221,20 @@ class Workload:
             op = rng.choices(ops, weights)[0]
             path, body = self.request(op, rng, wid)
             t0 = time.perf_counter()
-            wait = 0.0
+            wait, err = 0.0, ""
             try:
                 r = await self.client.post(path, json=body, headers=headers)
                 ra = retry_after_of(r)
                 status = r.status_code
                 if status in (429, 503):
                     wait = min(ra or 1.0, self.retry_cap)
-            except httpx.TimeoutException:
-                status, ra = 0, None
-            except httpx.TransportError:
-                status, ra = -1, None
+            except httpx.TimeoutException as exc:
+                status, ra, err = 0, None, type(exc).__name__
+            except httpx.TransportError as exc:
+                status, ra, err = -1, None, type(exc).__name__
                 wait = 0.2
             ms = (time.perf_counter() - t0) * 1000
-            phase.samples.append(Sample(op, status, ms, ra is not None, time.monotonic()))
+            phase.samples.append(Sample(op, status, ms, ra is not None, time.monotonic(), err))
             if wait:
                 await asyncio.sleep(wait * rng.uniform(0.5, 1.0))  # jittered back-off
 
@@ -265,9 +268,12 @@ def summarize(phase: Phase) -> dict[str, Any]:
     s = phase.samples
     secs = max(phase.ended - phase.started, 1e-9)
     statuses: dict[str, int] = {}
+    errors: dict[str, int] = {}
     for x in s:
         key = {0: "timeout", -1: "transport_error"}.get(x.status, str(x.status))
         statuses[key] = statuses.get(key, 0) + 1
+        if x.error:
+            errors[x.error] = errors.get(x.error, 0) + 1
     shed = [x for x in s if x.status in (429, 503)]
     ok = [x for x in s if 200 <= x.status < 300]
     fails = [x for x in s if is_failure(x.status)]
@@ -295,6 +301,9 @@ def summarize(phase: Phase) -> dict[str, Any]:
         "ok_per_s": round(len(ok) / secs, 2),
         "latency_ok_ms": pcts([x.ms for x in ok]),
         "latency_all_ms": pcts([x.ms for x in s]),
+        "latency_shed_ms": pcts([x.ms for x in shed]),  # how fast a refusal comes back
+        "probe_ms": pcts(phase.probe_ms),
+        "error_types": dict(sorted(errors.items())),
         "statuses": dict(sorted(statuses.items())),
         "rate_429": round(sum(x.status == 429 for x in s) / n, 4),
         "rate_503": round(sum(x.status == 503 for x in s) / n, 4),
@@ -352,6 +361,21 @@ def smaps_summary(pid: int) -> dict[str, float]:
     except OSError:
         pass
     return {k: round(v, 1) for k, v in out.items()}
+
+
+def probe(url: str, current: list[Phase | None], stop: threading.Event) -> None:
+    """GET /healthz every second from its own thread and connection: how long the server
+    takes to answer anything at all (admission never refuses it)."""
+    with httpx.Client(base_url=url, timeout=120.0) as c:
+        while not stop.wait(1.0):
+            ph = current[0]
+            t0 = time.perf_counter()
+            try:
+                c.get("/healthz")
+            except httpx.HTTPError:
+                continue
+            if ph is not None:
+                ph.probe_ms.append((time.perf_counter() - t0) * 1000)
 
 
 async def sample_rss(
@@ -415,6 +439,22 @@ def level_rows(rows: list[dict[str, Any]]) -> str:
     return head + "\n".join(out) + "\n"
 
 
+def shed_rows(rows: list[dict[str, Any]]) -> str:
+    out = [
+        "| phase | 429/503 p50 ms | p95 ms | p99 ms | /healthz p50 ms | p95 ms | max ms |"
+        " timeouts and transport errors |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        sh, pr = r["latency_shed_ms"], r["probe_ms"]
+        out.append(
+            f"| {r['name']} | {fmt(sh['p50'])} | {fmt(sh['p95'])} | {fmt(sh['p99'])} |"
+            f" {fmt(pr['p50'])} | {fmt(pr['p95'])} | {fmt(pr['max'])} |"
+            f" {r['error_types'] or '-'} |"
+        )
+    return "\n".join(out) + "\n"
+
+
 def op_rows(rows: list[dict[str, Any]]) -> str:
     out = [
         "| phase | op | ok/s | p50 ms | p95 ms | p99 ms | 429 | 503 | failures |",
@@ -455,6 +495,12 @@ def markdown(rep: dict[str, Any]) -> str:
         "## Levels",
         "",
         level_rows(rep["levels"] + [ov]),
+        "## Refusals and responsiveness",
+        "",
+        "How long a 429/503 took to come back, and a `GET /healthz` probe sent every second "
+        "from its own thread and connection (never refused by admission control).",
+        "",
+        shed_rows(rep["levels"] + [ov]),
         "## Per operation",
         "",
         op_rows(rep["levels"] + [ov]),
@@ -588,10 +634,15 @@ async def drive(
                     + (f" rss={series[-1][1]:.0f}MB" if series else "")
                 )
 
+        probing: list[Phase | None] = [None]
+        stop_probe = threading.Event()
+        prober = threading.Thread(target=probe, args=(url, probing, stop_probe), daemon=True)
+        prober.start()
         results = []
         for n in levels:
             ph = Phase(f"level-{n}", n, args.level_seconds)
             current[0] = ph.name
+            probing[0] = ph
             ticker = asyncio.create_task(tick(ph))
             await wl.run(ph)
             ticker.cancel()
@@ -599,6 +650,7 @@ async def drive(
         smaps_before = smaps_summary(pid)
         ph = Phase("overload", max(levels), args.overload_seconds)
         current[0] = "overload"
+        probing[0] = ph
         checker = ConsistencyChecker(
             client, st["keys"]["lc-writer"], st["keys"]["lc-reader"], args.seed
         )
@@ -607,6 +659,8 @@ async def drive(
         await wl.run(ph)
         await check_task
         ticker.cancel()
+        probing[0] = None
+        stop_probe.set()
         bar.close()
         await asyncio.sleep(args.rss_interval)  # one sample after the overload
         sampler.cancel()

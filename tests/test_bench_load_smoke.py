@@ -35,6 +35,9 @@ LEVEL_KEYS = {
     "shed",
     "retry_after_share",
     "by_op",
+    "latency_shed_ms",
+    "probe_ms",
+    "error_types",
 }
 
 
@@ -76,6 +79,9 @@ def test_load_bench_smoke(tmp_path: Path) -> None:
         }
         if r["shed"]:
             assert r["retry_after_share"] == 1.0
+            assert 0 < r["latency_shed_ms"]["p50"] <= r["latency_shed_ms"]["max"]
+        assert r["probe_ms"]["p50"] is not None and r["probe_ms"]["p50"] > 0
+        assert r["error_types"] == {}
     # The tight limits make both refusals happen; every one of them said when to come back.
     statuses = [r["statuses"] for r in rows]
     assert sum(s.get("429", 0) for s in statuses) > 0
