@@ -216,10 +216,11 @@ def calibration_section(cal: dict[str, Any]) -> list[str]:
         "",
         f"Objective: {cal['objective']}.",
         "",
-        f"- Fitted: intercept {c['intercept']:g}, "
+        f"- Refit on this run's CALIBRATION half: intercept {c['intercept']:g}, "
         + ", ".join(f"{k} {v:g}" for k, v in c["weights"].items())
         + f"; threshold {c['min_score']:g}.",
-        f"- Built-in (answer/answerability.py): intercept {b['intercept']:g}, "
+        f"- Shipped (answer/answerability.py; the headline columns): intercept"
+        f" {b['intercept']:g}, "
         + ", ".join(f"{k} {v:g}" for k, v in b["weights"].items())
         + f"; threshold {b['min_score']:g}.",
         f"- AUC in scope vs out of scope: best_cos alone {auc['calibration']['best_cos']}"
@@ -230,8 +231,8 @@ def calibration_section(cal: dict[str, Any]) -> list[str]:
         f" {fmt(cv['oos_refusal_rate'])}, recall {fmt(cv['citation_recall'])}, precision"
         f" {fmt(cv['citation_precision'])} (threshold {cv['threshold']:g}).",
         "",
-        "Frontier: the lowest threshold reaching each out-of-scope refusal target on"
-        " CALIBRATION (no false-refusal budget), and what it gives on both halves:",
+        "Frontier of the refit: the lowest threshold reaching each out-of-scope refusal target"
+        " on CALIBRATION (no false-refusal budget), and what it gives on both halves:",
         "",
         "| OOS target | threshold | CAL FR | CAL OOS refused | CAL recall | CAL precision"
         " | REP FR | REP OOS refused | REP recall | REP precision |",
