@@ -110,20 +110,22 @@ class Checker:
         assert (r.status_code, r.content) == self.missing[k], (ctx, r.status_code, r.text[:300])
         no_leak(r.content, set(), ctx)
 
-    async def run(self) -> None:
+    async def run(self, again: bool = False) -> None:
+        """Every path; ``again`` after a re-permission: the paths it can change, and the cached
+        reads first (an entry from before the change must not be served)."""
         for p in self.w.principals:
             if "units" in self.paths:
                 await self.units(p)
             if "objects" in self.paths:
                 await self.objects(p)
-            if "jobs" in self.paths:
+            if "jobs" in self.paths and not again:
                 await self.jobs(p)
             if "docs" in self.paths:
                 for rq in self.w.requests:
                     await self.listings(p, rq)
-            if "usage" in self.paths:
+            if "usage" in self.paths and not again:
                 await self.usage(p)
-        await self.reads()
+        await self.reads(("cached", "fresh") if again else ("fresh", "cached"))
 
     # -- units/:id, preview -----------------------------------------------------------------
     async def units(self, p: P) -> None:
@@ -308,24 +310,19 @@ class Checker:
             return
         body = r.json()
         mine = [u for u in self.w.units.values() if u["creator"] == p.name]
-        docs = {(u["scope"], u["doc_id"], u["owner"]) for u in mine}
-        docs |= {
-            (j["scope"], j["doc_id"], j["owner"])
-            for j in self.w.jobs.values()
-            if j["creator"] == p.name
-        }
+        docs = {k for k, c in self.w.doc_creator.items() if c == p.name}
         assert body["units"]["total"] == len(mine), ("usage", p, body)
         assert body["documents"]["used"] == len(docs), ("usage", p, body)
         assert body["text_chars"] == sum(len(u["text"]) for u in mine), ("usage", p, body)
         no_leak(r.content, set(), ("usage", p))
 
     # -- search, answer, stream, through the cache in both orders -----------------------------
-    async def reads(self) -> None:
+    async def reads(self, orders: tuple[str, ...]) -> None:
         eps = [e for e in ("search", "answer", "stream") if e in self.paths]
         if not eps:
             return
         ps = self.w.principals
-        for rq, order in itertools.product(self.w.requests, ("fresh", "cached")):
+        for rq, order in itertools.product(self.w.requests, orders):
             if order == "fresh":
                 self.svc.cache.clear()
             # The asker, then every other reader (each may be served the asker's cache
@@ -368,7 +365,16 @@ class Checker:
         if ep == "stream":
             body = {**body, "stream": True}
         self.llm.take()
-        r = await self.c.post(url, params={"scope": scope}, json=body, headers=self.h(p))
+        params, headers = {"scope": scope}, self.h(p)
+        # Header or ?scope= (one function decides both); a header carries printable ASCII only.
+        if (
+            rq["via"] == "header"
+            and scope.isascii()
+            and scope.isprintable()
+            and scope.strip() == scope
+        ):
+            params, headers = {}, {**headers, "X-Aegis-Scope": scope}
+        r = await self.c.post(url, params=params, json=body, headers=headers)
         if status != 200:
             is_error(r, status, ctx)
             assert not self.llm.take(), ctx  # nothing reached the model

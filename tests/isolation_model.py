@@ -89,6 +89,7 @@ class World:
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> spec
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # job_id -> spec
     requests: list[dict[str, Any]] = field(default_factory=list)
+    doc_creator: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     def unit_readable(self, u: dict[str, Any], p: P, scopes: set[str]) -> bool:
         in_scope = any(ref_inside(u["scope"], e) for e in scopes)
@@ -211,6 +212,8 @@ def worlds(draw: Any) -> dict[str, Any]:
                     "topic": topic,
                     # Some Units are derived from a stored text object (DECISIONS 47).
                     "object": st.none() | st.integers(0, 2),
+                    # Some share one document across scopes and ACLs (listings aggregate it).
+                    "shared": st.booleans(),
                 }
             ),
             min_size=1,
@@ -226,6 +229,7 @@ def worlds(draw: Any) -> dict[str, Any]:
                 "creator": draw(st.sampled_from(CREATORS)),
                 "topic": draw(topic),
                 "object": None,
+                "shared": False,
             }
         )
     media = draw(
@@ -245,8 +249,20 @@ def worlds(draw: Any) -> dict[str, Any]:
                 "owner_filter": draw(rarely(st.sampled_from(OWNERS))),
                 "group_filter": draw(rarely(st.sampled_from(GROUPS))),
                 "page": draw(st.sampled_from([2, 100])),
+                "via": draw(st.sampled_from(["query", "header"])),
             }
         )
+    # After the first round of checks, one document's groups change (an audited re-permission)
+    # and every check runs again, the result cache included: nothing stale may be served.
+    patch = draw(
+        st.none()
+        | st.fixed_dictionaries(
+            {
+                "unit": st.integers(0, 7),
+                "groups": st.lists(st.sampled_from(GROUPS), max_size=2, unique=True),
+            }
+        )
+    )
     salt = draw(st.integers(0, 16**6 - 1))
     return {
         "principals": principals,
@@ -254,6 +270,7 @@ def worlds(draw: Any) -> dict[str, Any]:
         "units": units,
         "media": media,
         "requests": requests,
+        "patch": patch,
         "salt": f"{salt:06x}",
     }
 

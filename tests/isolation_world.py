@@ -9,9 +9,10 @@ from typing import Any
 import httpx
 
 from isolation_checks import STATS, Checker, EchoLLM
-from isolation_model import CREATORS, GROUPS, SEGS, P, World, pool_text, tiny_png
+from isolation_model import CREATORS, GROUPS, SEGS, P, World, pool_text, ref_inside, tiny_png
 from superchargedb.api.app import create_app
 from superchargedb.auth import principals as principals_mod
+from superchargedb.errors import NotFoundError
 from superchargedb.service import Service
 from superchargedb.settings import Settings
 from superchargedb.types import Principal
@@ -71,7 +72,7 @@ def build(tmp: Path, spec: dict[str, Any], emb: Any, llm_url: str) -> tuple[Serv
     by_creator: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {c: [] for c in CREATORS}
     for i, u in enumerate(spec["units"]):
         m = f"secu{i:03d}{salt}"
-        doc = f"doc-{m}"
+        doc = f"doc-shared{salt}" if u["shared"] else f"doc-{m}"
         raw: dict[str, Any] = {
             "scope": u["scope"],
             "doc_id": doc,
@@ -117,7 +118,35 @@ def build(tmp: Path, spec: dict[str, Any], emb: Any, llm_url: str) -> tuple[Serv
             else:
                 world.units[r["unit_id"]] = ref
     world.requests = spec["requests"]
+    # A document is charged to its first creator (ingest runs creator by creator, in order).
+    for c in CREATORS:
+        for _, ref in by_creator[c]:
+            world.doc_creator.setdefault((ref["scope"], ref["doc_id"], ref["owner"]), c)
     return svc, world
+
+
+def repermission(svc: Service, world: World, patch: dict[str, Any]) -> None:
+    """PATCH one document's groups through the service, as the operator would, and apply the
+    same change to the reference: the Units of that doc at or under the target's scope that the
+    operator can see (it is an admin, so it may change any of them)."""
+    order = list(world.units.values())
+    target = order[patch["unit"] % len(order)]
+    roots = tuple(sorted({u["scope"].split("/")[0] for u in order}))
+    op = builder("operator", roots)
+    hit = [
+        u
+        for u in order
+        if u["doc_id"] == target["doc_id"]
+        and ref_inside(u["scope"], target["scope"])
+        and (u["owner"] == op.name or set(u["groups"]) & op.groups)
+    ]
+    try:
+        svc.patch_doc(op, target["doc_id"], {"acl_groups": patch["groups"]}, None, target["scope"])
+    except NotFoundError:
+        assert not hit, "PATCH found nothing the operator can see"
+        return
+    for u in hit:
+        u["groups"] = sorted(set(patch["groups"]))
 
 
 def _put(
@@ -162,7 +191,14 @@ class Harness:
         self.app = create_app(self.current)  # type: ignore[arg-type]
         self.loop = asyncio.new_event_loop()
 
-    def check(self, svc: Service, world: World, llm: EchoLLM, paths: frozenset[str]) -> None:
+    def check(
+        self,
+        svc: Service,
+        world: World,
+        llm: EchoLLM,
+        paths: frozenset[str],
+        patch: dict[str, Any] | None = None,
+    ) -> None:
         self.current.target = svc
 
         async def go() -> None:
@@ -175,7 +211,12 @@ class Harness:
             async with httpx.AsyncClient(
                 transport=transport, base_url="http://t", event_hooks=hooks
             ) as c:
-                await Checker(c, svc, world, llm, paths).run()
+                checker = Checker(c, svc, world, llm, paths)
+                await checker.run()
+                if patch is not None:
+                    repermission(svc, world, patch)
+                    STATS["repermissions"] += 1
+                    await checker.run(again=True)
 
         try:
             self.loop.run_until_complete(go())

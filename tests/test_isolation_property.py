@@ -12,7 +12,7 @@ and for what is invisible the same bytes as for what does not exist. The result 
 exercised in both orders. Test-only mutation switches prove each path's check catches the
 classic bugs.
 
-SCDB_ISOLATION_EXAMPLES sets the number of generated worlds (CI default 60);
+SCDB_ISOLATION_EXAMPLES sets the number of generated worlds (CI default 50);
 SCDB_ISOLATION_REPORT=path writes the counts as JSON (bench/results/isolation.md).
 """
 
@@ -32,7 +32,7 @@ from isolation_model import MemoEmbedder, worlds
 from isolation_world import Harness, build
 from superchargedb.auth import scopes as scopes_mod
 
-EXAMPLES = int(os.environ.get("SCDB_ISOLATION_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("SCDB_ISOLATION_EXAMPLES", "50"))
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def run_world(tmp: Path, spec: dict[str, Any], emb: Any, llm: EchoLLM, paths=ALL
     try:
         if not HARNESS:
             HARNESS.append(Harness(svc))
-        HARNESS[0].check(svc, world, llm, paths)
+        HARNESS[0].check(svc, world, llm, paths, spec["patch"])
     finally:
         svc.close()
     STATS["worlds"] += 1
