@@ -239,6 +239,7 @@ def ask_all(
     plan: list[tuple[Question, str, str]],
     localizer: Any | None,
     extra: dict[str, Any] | None = None,
+    on_record: Callable[[Record], None] | None = None,
 ) -> list[Record]:
     all_docs = list(ds.paragraphs)
     records: list[Record] = []
@@ -264,6 +265,8 @@ def ask_all(
         if localizer is not None:
             rec.evidence = localizer.localize(q.text, rec.hits[:TOP_K])
         records.append(rec)
+        if on_record is not None:
+            on_record(rec)
     return records
 
 
@@ -297,9 +300,11 @@ def run_server(
     port: int | None,
     in_process_localize: bool,
     extra: dict[str, Any] | None = None,
+    on_record: Callable[[Record], None] | None = None,
 ) -> tuple[list[Record], dict[str, Any], float]:
-    """Start a fresh server, ingest, ask the plan (``extra``: more request body fields);
-    (records, ingest summary, startup seconds)."""
+    """Start a fresh server, ingest, ask the plan (``extra``: more request body fields;
+    ``on_record``: called with each answer as it arrives); (records, ingest summary, startup
+    seconds)."""
     own_dir = data_dir_arg is None
     if data_dir_arg is None:
         data_dir = Path(tempfile.mkdtemp(prefix="scdb-bench-answers-"))
@@ -337,7 +342,7 @@ def run_server(
         headers = {"Authorization": f"Bearer {KEY}"}
         with httpx.Client(base_url=server.url, headers=headers, timeout=600.0) as client:
             ing = ingest(client, ds)
-            records = ask_all(client, ds, plan, localizer, extra)
+            records = ask_all(client, ds, plan, localizer, extra, on_record)
     except BaseException:
         print(f"server log tail:\n{server.log_tail()}", file=sys.stderr)
         raise

@@ -287,7 +287,7 @@ def local_section(local: dict[str, Any]) -> list[str]:
         f" questions, stratified by article (round-robin over the {cfg['articles']} REPORT"
         " articles, file order within each), each asked in scope and out of scope; the same"
         " sample is answered by the extractive default (a second server) for comparison. Not run"
-        " on CALIBRATION (~40 s per model answer on this machine).",
+        " on CALIBRATION (model latency below).",
         f" Model: {local['model']}; {local['environment']['cpus']} CPUs, load average"
         f" {local['environment']['load_avg_1min']} at the end.",
         "",
@@ -304,6 +304,10 @@ def local_section(local: dict[str, Any]) -> list[str]:
     lines += [
         "Who wrote the answers (in-scope and out-of-scope requests of the local run):"
         + ", ".join(f" {k} {v}" for k, v in prov.items())
+        + ".",
+        "",
+        "What happened to the model's output where it ran (synth notes): "
+        + (", ".join(f"{k} {v}" for k, v in local.get("synth_notes", {}).items()) or "none")
         + ".",
         "",
         f"Model sentences dropped by verification: {local['dropped_sentences']} (in"
