@@ -231,13 +231,13 @@ class LexicalLeg:
         fetch = limit
         while True:
             with sp.ix.rw.read():
-                mask, full = sp.mask(key, pred)
+                mask = sp.mask(key, pred)
                 if only is not None:
                     allowed = np.zeros(len(mask), dtype=bool)
                     allowed[only[only < len(mask)]] = True
-                    mask, full = mask & allowed, False
+                    mask = mask & allowed
                 tids = [sp.term_id(p[0]) if p else None for p in phrases]
-                top = sp.topk(tids, mask, fetch, full=full)
+                top = sp.topk(tids, mask, fetch)
             if not top:
                 return [], detail
             marks = ",".join("?" * len(top))
