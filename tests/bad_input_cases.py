@@ -676,6 +676,42 @@ FIELDS: dict[str, tuple[Any, str]] = {
         lambda s: Case("POST", ING, json=unit(acl_groups=[s])),
         "write:acl_groups",
     ),
+    # Other stored strings: object groups, a document's new groups, a principal's name.
+    "object.put-acl-groups": (
+        lambda s: Case(
+            "PUT",
+            f"/v1/objects/{SCOPE}/grp-" + str(abs(hash(s)) % 10**8) + ".txt?acl_groups=" + quote(s),
+            content=b"group payload",
+            headers={**ALICE, "Content-Type": "text/plain"},
+            status=201,
+        ),
+        "stored:object",
+    ),
+    "doc.patch-groups": (
+        lambda s: Case(
+            "PATCH", "/v1/docs/api-style?scope=acme/alpha", json={"acl_groups": [s, "eng-backend"]}
+        ),
+        "stored:patch",
+    ),
+    "admin.name": (
+        lambda s: Case(
+            "POST",
+            "/v1/admin/principals",
+            json={**ADMIN, "name": "n-" + s},
+            status=201,
+        ),
+        "stored:principal",
+    ),
+    "admin.groups": (
+        lambda s: Case(
+            "POST",
+            "/v1/admin/principals",
+            json={**ADMIN, "name": "g-eve", "groups": [s]},
+            status=403,
+            code="privilege_escalation",  # a group alice is not in
+        ),
+        "reject",
+    ),
 }
 
 
