@@ -1,0 +1,108 @@
+"""Hydration pieces of the search path: snippets and the cached exact dense scan."""
+
+from __future__ import annotations
+
+import html
+import json
+import random
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import superchargedb  # noqa: F401  (onnxruntime before usearch)
+from superchargedb.search.candidates import CandidateCache, Candidates, exact_top
+from superchargedb.search.hits import Snippeter, snippet
+from superchargedb.search.lexical import query_terms
+from superchargedb.storage.vectors import VectorOp, VectorStore
+
+
+def reference_snippet(text: str, terms: Sequence[str], width: int = 240) -> str:
+    """The snippet contract (docs/search.md), written the plain way: the window starts a third
+    of the width before the first occurrence of any term; every word that starts with a term
+    (case-insensitively) is wrapped in <mark> in the HTML-escaped window."""
+    low = text.lower()
+    pos = min((i for t in terms if (i := low.find(t)) >= 0), default=0)
+    start = max(0, pos - width // 3)
+    end = min(len(text), start + width)
+    window = html.escape(text[start:end])
+    if terms:
+        pat = re.compile(
+            r"\b(" + "|".join(re.escape(html.escape(t)) for t in terms) + r")\w*", re.IGNORECASE
+        )
+        window = pat.sub(lambda m: f"<mark>{m.group(0)}</mark>", window)
+    return ("…" if start > 0 else "") + window + ("…" if end < len(text) else "")
+
+
+CASES = [
+    ("Deployment pipeline tests run nightly; the PIPELINE is green.", ["pipeline", "tests"]),
+    ("x" * 500 + " ERR_7731 occurred in the deploy step " + "y" * 500, ["err_7731", "deploy"]),
+    ("besides the sidewalk, sids and SIDS-like cases", ["sids"]),
+    ("<b>Bold</b> & 'quoted' \"text\" amp &amp;", ["amp", "bold", "quoted"]),
+    ("İstanbul İSTANBUL istanbul: the dotted capital I lower-cases to two code points", ["i"]),
+    ("Straße STRASSE strasse", ["straße", "strasse"]),
+    ("no term here at all", ["absent"]),
+    ("", ["anything"]),
+    ("terms list empty", []),
+    ("2010 and 10 and 100 values", ["10"]),
+]
+
+
+@pytest.mark.parametrize(("text", "terms"), CASES)
+def test_snippet_matches_the_reference(text: str, terms: list[str]) -> None:
+    assert Snippeter(terms)(text) == reference_snippet(text, terms)
+    assert snippet(text, terms) == reference_snippet(text, terms)
+
+
+def test_snippet_matches_the_reference_on_scifact() -> None:
+    corpus = Path("/work/shared/eval/scifact")
+    if not corpus.exists():
+        pytest.skip("SciFact is not there")
+    docs, queries = [], []
+    with open(corpus / "corpus.jsonl") as f:
+        for line, _ in zip(f, range(300), strict=False):
+            d = json.loads(line)
+            docs.append(d["title"] + "\n" + d["text"])
+    with open(corpus / "queries.jsonl") as f:
+        queries = [json.loads(line)["text"] for line, _ in zip(f, range(100), strict=False)]
+    rng = random.Random(7)
+    for q in queries:
+        terms = query_terms(q)
+        snip = Snippeter(terms)
+        for text in rng.sample(docs, 10):
+            assert snip(text) == reference_snippet(text, terms)
+
+
+def test_cached_exact_scan_equals_the_store(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    store = VectorStore(tmp_path, 16, "m@1")
+    store.load()
+    vecs = rng.standard_normal((600, 16)).astype(np.float32)
+    vecs[10] = vecs[11]  # an exact tie: broken by key
+    store.apply([VectorOp(i + 1, "add", "text", i + 1, v) for i, v in enumerate(vecs)])
+    cache = CandidateCache()
+    cand_ids = np.sort(rng.choice(np.arange(1, 601), 250, replace=False)).astype(np.uint64)
+    cand_ids = np.union1d(cand_ids, np.array([11, 12], dtype=np.uint64))
+    key = ("text", "pred", (), ())
+    c = Candidates(cand_ids)
+    cache.put(key, c)
+    for _ in range(5):
+        q = rng.standard_normal(16).astype(np.float32)
+        got = exact_top(store, cache, key, c, "text", q, 40)
+        want, plan = store.search_planned("text", q, 40, cand_ids, exact_max=10_000)
+        assert plan == "exact"
+        assert got is not None
+        assert [k for k, _ in got] == [k for k, _ in want]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
+    assert c.rows is not None and c.rows.shape == (len(cand_ids), 16)
+    assert exact_top(store, cache, key, c, "text", np.zeros(16, np.float32), 5) == []
+
+
+def test_exact_scan_gives_way_when_a_candidate_left_the_index(tmp_path: Path) -> None:
+    store = VectorStore(tmp_path, 8, "m@1")
+    store.load()
+    store.apply([VectorOp(1, "add", "text", 1, np.ones(8, np.float32))])
+    c = Candidates(np.array([1, 2], dtype=np.uint64))  # 2 was never (or no longer) indexed
+    assert exact_top(store, CandidateCache(), ("k",), c, "text", np.ones(8, np.float32), 5) is None
