@@ -389,6 +389,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run the local model (the [llm] extra) and the extractive default on a fixed"
         " stratified sample of N REPORT questions; adds a table to <out>/answers.md",
     )
+    ap.add_argument(
+        "--partial",
+        action="store_true",
+        help="with --local: report only the questions the model has answered so far (from the"
+        " checkpoint in --out), asking the extractive server for those",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--data-dir", type=Path, help="data dir (must be empty; default: a temp dir)")
     ap.add_argument("--port", type=int, help="server port (default: a free one)")
@@ -399,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.calibrate and args.min_score is not None:
         ap.error("--calibrate fits the threshold; do not pass --min-score with it")
+    if args.partial and args.local is None:
+        ap.error("--partial goes with --local")
     if args.local is not None and (args.calibrate or args.limit):
         ap.error("--local takes its own sample; do not combine it with --calibrate or --limit")
     command = "bench/answers.py " + " ".join(argv if argv is not None else sys.argv[1:])

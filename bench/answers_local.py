@@ -35,9 +35,17 @@ BUDGET_MS = 300_000  # per request
 RUNS = (("local", "local"), ("extractive", ""))  # (name, SCDB_ANSWER_PROVIDERS)
 
 
+def _synth(rec: Any) -> dict[str, Any]:
+    return next((s for s in rec.response["trace"]["stages"] if s["stage"] == "synth"), {})
+
+
 def _model_ran(rec: Any) -> bool:
-    synth = next((s for s in rec.response["trace"]["stages"] if s["stage"] == "synth"), None)
-    return bool(synth and synth.get("tokens"))
+    """The model was called: it answered (kept, rejected, or refused) or timed out/failed."""
+    synth = _synth(rec)
+    if synth.get("tokens") or rec.response["answer"]["provider"].startswith("local:"):
+        return True
+    detail = synth.get("detail") or ""
+    return any(f"local:{w}" in detail or w in detail for w in (" rejected", " refused", " failed"))
 
 
 def _load(path: Path, by_key: dict[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:
@@ -60,6 +68,14 @@ def run_local(args: argparse.Namespace, ds: Any, split: dict[str, list[str]], co
         print("the [llm] extra is not installed: run scripts/install_llm.sh", file=sys.stderr)
         return 2
     sample = A.select(ds.questions, split["report"], args.local)
+    if args.partial:
+        # Only the questions the model has fully answered so far (both requests), in order.
+        keys = {(q.qid, kind): q for q in sample for kind in ("in", "oos")}
+        have = _load(args.out / "answers_local.local.jsonl", keys)
+        sample = [q for q in sample if (q.qid, "in") in have and (q.qid, "oos") in have]
+        if not sample:
+            print("--partial: no question has both answers in the checkpoint yet", file=sys.stderr)
+            return 2
     plan = [(q, "report", kind) for q in sample for kind in ("in", "oos")]
     by_key = {(q.qid, kind): q for q, _, kind in plan}
     print(
@@ -103,6 +119,12 @@ def run_local(args: argparse.Namespace, ds: Any, split: dict[str, list[str]], co
     report = summarize(ds, runs, sample, split, command, ing, startup.get("local", 0.0))
     if report is None:
         return 3
+    report["config"]["partial"] = (
+        f"only the first {len(sample)} of the {args.local} sampled questions (the model's"
+        " answers so far; the rest was not run)"
+        if args.partial
+        else None
+    )
     (args.out / "answers_local.json").write_text(
         json.dumps(report, indent=2, ensure_ascii=False) + "\n"
     )

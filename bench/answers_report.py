@@ -288,6 +288,7 @@ def local_section(local: dict[str, Any]) -> list[str]:
         " articles, file order within each), each asked in scope and out of scope; the same"
         " sample is answered by the extractive default (a second server) for comparison. Not run"
         " on CALIBRATION (model latency below).",
+        (f" **Partial run: {cfg['partial']}.**" if cfg.get("partial") else ""),
         f" Model: {local['model']}; {local['environment']['cpus']} CPUs, load average"
         f" {local['environment']['load_avg_1min']} at the end.",
         "",

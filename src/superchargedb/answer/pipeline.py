@@ -124,6 +124,7 @@ class Answerer:
         """Try the chain: (draft, or None to refuse; provider; extractive; notes; tokens)."""
         notes: list[str] = []
         rejected: list[dict[str, Any]] = []  # what rejected model outputs said, and why
+        spent: dict[str, int] | None = None  # tokens of the models that ran, summed
         passages = [Passage(ev.n, ev.hit["text"]) for ev in evidence]
         for prov in self.providers:
             why = prov.unavailable()
@@ -149,7 +150,10 @@ class Answerer:
                 continue
             self.clock.observe(prov.name, out.seconds * 1000)
             self._account(trace, prov, out)
-            tokens = {"prompt": out.prompt_tokens, "completion": out.completion_tokens}
+            spent = spent or {"prompt": 0, "completion": 0}
+            spent["prompt"] += out.prompt_tokens
+            spent["completion"] += out.completion_tokens
+            tokens = dict(spent)
             if is_refusal(out.text):
                 # The system judged it answerable: fall back to extractive only when its best
                 # sentence is supported (DECISIONS 35), else refuse.
@@ -166,7 +170,8 @@ class Answerer:
         draft = extract(best, evidence)
         draft.dropped = rejected + draft.dropped
         provider = "extractive fallback" if self.providers else "extractive"
-        return draft, provider, True, "; ".join(notes), None
+        # A model whose output was rejected still ran: its tokens stay in the trace.
+        return draft, provider, True, "; ".join(notes), spent
 
     def _check_llm(self, text: str, evidence: list[Evidence]) -> Draft:
         t = time.perf_counter()
