@@ -92,6 +92,8 @@ def test_isolation_property(tmp_path_factory, memo_embedder, echo_llm, spec):
 MUTATION_PATHS = [
     *((m, path) for m in ("like_prefix", "ancestor") for path in sorted(ALL_PATHS - {"usage"})),
     *(("cache_groups_only", path) for path in ("search", "answer", "stream")),
+    # Caught only by the second round after a re-permission: proves that round is not idle.
+    ("cache_no_generations", "search+answer+stream"),
 ]
 
 
@@ -110,7 +112,8 @@ def test_mutations_are_caught(tmp_path_factory, memo_embedder, echo_llm, mutatio
     )
     @given(spec=worlds())
     def prop(spec):
-        run_world(tmp_path_factory.mktemp("mut"), spec, memo_embedder, echo_llm, frozenset({path}))
+        paths = frozenset(path.split("+"))
+        run_world(tmp_path_factory.mktemp("mut"), spec, memo_embedder, echo_llm, paths)
 
     scopes_mod.MUTATIONS.add(mutation)
     saved = STATS.copy()  # the report counts the property's own worlds only

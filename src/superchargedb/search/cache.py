@@ -37,7 +37,10 @@ def cache_key(
         "groups": sorted(principal.groups),
         "perms": None if groups_only else sorted(principal.perms),
         "tier": principal.tier,
-        "gens": sorted(generations.items()),
+        # Test-only injected bug: without the generations a re-permission serves stale entries.
+        "gens": None
+        if "cache_no_generations" in scopes_mod.MUTATIONS
+        else sorted(generations.items()),
         "versions": versions,
     }
     return hashlib.sha256(orjson.dumps(material, option=orjson.OPT_SORT_KEYS)).hexdigest()
