@@ -20,7 +20,9 @@ from typing import Any
 
 from superchargedb.types import PLANES
 
-# Tables left out of the dump, and why they are not logical state.
+# Tables left out of the dump, and why they are not logical state. (The catalog has no
+# separate security-log table; keys are never logged and failed logins are rate-limit buckets
+# in memory or Redis.)
 EXCLUDED_TABLES = {
     # The request meter (the access log of DECISIONS Part 4): every request, rejected or not,
     # is counted per principal and route by design, and it is flushed from memory on a timer.
@@ -29,12 +31,6 @@ EXCLUDED_TABLES = {
 # FTS5's shadow tables hold b-tree segments whose bytes change on merges; the index is compared
 # by the ids it holds (fts5vocab below), not by its pages.
 FTS_SHADOW_SUFFIXES = ("_data", "_idx", "_docsize", "_config", "_content")
-
-# Columns left out, and why.
-EXCLUDED_COLUMNS = {
-    # Touched by any authenticated request, accepted or rejected: usage, not data.
-    ("api_keys", "last_used_at"),
-}
 
 
 def _cell(v: Any) -> Any:
@@ -67,8 +63,8 @@ def _tables(conn: sqlite3.Connection) -> list[str]:
 def dump_tables(conn: sqlite3.Connection) -> dict[str, list[list[Any]]]:
     out: dict[str, list[list[Any]]] = {}
     for table in _tables(conn):
-        cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
-        keep = [c for c in cols if (table, c) not in EXCLUDED_COLUMNS]
+        # Every column: none is volatile on a rejected request (timestamps change only on writes).
+        keep = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
         sel = ", ".join(f'"{c}"' for c in keep)
         rows = [[_cell(v) for v in r] for r in conn.execute(f'SELECT {sel} FROM "{table}"')]
         rows.sort(key=lambda r: json.dumps(r, default=str))

@@ -261,3 +261,34 @@ def test_principal_with_the_most_scopes_can_read(env):
     assert env.c.get("/v1/docs?scope=acme/alpha", headers=many).status_code == 200
     r = env.c.get("/v1/units/0190f1a4-0000-7000-8000-000000000000", headers=many)
     assert r.status_code == 404
+
+
+def test_state_dump_sees_every_kind_of_change(svc):
+    """The dump is not blind: a write shows in the tables, the vector ids and the lexical ids;
+    a stray temp file in the object store shows; and the FTS5 ids are read from the index
+    itself (a row dropped from the index alone shows, though the units table is unchanged)."""
+    before = state_dump(svc)
+    alice = svc.authenticate("Bearer aegis_sk_alice")
+    res = svc.ingest(alice, {"units": [{"text": "A dump canary about failover."}]})
+    after = state_dump(svc)
+    assert before["vectors"]["text"] != after["vectors"]["text"]
+    assert before["lexical"]["fts5"] != after["lexical"]["fts5"]
+    assert len(after["tables"]["units"]) == len(before["tables"]["units"]) + 1
+    assert len(after["tables"]["audit_log"]) == len(before["tables"]["audit_log"]) + 1
+    (svc.blobs.root / "tmp" / "partial").write_bytes(b"half an upload")
+    assert state_dump(svc)["objects"] != after["objects"]
+    (svc.blobs.root / "tmp" / "partial").unlink()
+    uid = res["results"][0]["unit_id"]
+    with svc.catalog.write() as w:
+        row = w.execute(
+            "SELECT id, text, context, acl FROM units WHERE unit_id = ?", (uid,)
+        ).fetchone()
+        w.execute(
+            "INSERT INTO units_fts(units_fts, rowid, text, context, acl)"
+            " VALUES ('delete', ?, ?, ?, ?)",
+            tuple(row),
+        )
+    drifted = state_dump(svc)
+    assert drifted["tables"]["units"] == after["tables"]["units"]
+    assert drifted["lexical"]["fts5"] == before["lexical"]["fts5"]
+    assert diff(after, drifted)
