@@ -279,9 +279,12 @@ def test_maxscore_equals_exhaustive(tmp_path: Path) -> None:
         tids = [sp.term_id(t[0]) if (t := tok.tokens(w)) else None for w in query_terms(q)]
         for key, pred in (("all", lambda s: True), ("alpha", lambda s: s[0] == "acme/alpha")):
             with sync.lexical.rw.read():
-                mask = sp.mask(key, pred)
+                mask, full = sp.mask(key, pred)
+                assert full == (key == "all")
                 for k in (1, 10, 100):
-                    assert sp.topk(tids, mask, k) == sp.topk(tids, mask, k, exhaustive=True)
+                    want = sp.topk(tids, mask, k, exhaustive=True)
+                    assert sp.topk(tids, mask, k) == want
+                    assert sp.topk(tids, mask, k, full=full) == want
     cat.close()
 
 
@@ -335,3 +338,48 @@ def test_sigkill_at_fault_points(tmp_path: Path, point: str) -> None:
     assert sync.lexical is not None and set(sync.lexical.keys().tolist()) == live
     assert_same_as_fts5(cat, sync)
     cat.close()
+
+
+TOPICS = ["harbor lighthouse", "desert caravan", "glacier survey", "violin workshop"]
+
+
+def test_dense_candidates_from_the_index(svc) -> None:
+    """The dense leg's readable ids come from the lexical index's mask: the same ids as the
+    catalog's scan, and an ACL change shows in the next search of either leg."""
+    from conftest import add_principal
+    from superchargedb.search.candidates import readable_ids
+
+    alice = svc.authenticate("Bearer aegis_sk_alice")
+    units = [
+        {
+            "text": f"Field notes {i} on the {TOPICS[i % 4]}, entry {i}.",
+            "doc_id": f"n{i}",
+            "scope": "acme/alpha/backend" if i % 3 else "acme/alpha",
+            "acl_groups": ["eng"] if i % 2 else ["ops"],
+        }
+        for i in range(24)
+    ]
+    assert all(r["ok"] for r in svc.ingest(alice, {"units": units})["results"])
+    key = add_principal(svc, "reader", perms=["read"], scopes=["acme/alpha"], groups=["eng"])
+    reader = svc.authenticate(f"Bearer {key}")
+    query = AegisQuery(q="glacier survey notes")
+    for who, scopes in ((reader, ["acme/alpha"]), (alice, ["acme/alpha/backend"])):
+        where, params = filter_sql(query, ["text"], scopes, who, svc.sync.applied_seq)
+        from_index = svc.searcher.lexical.readable_ids(query, scopes, who, "text")
+        conn = svc.catalog.reader()
+        assert from_index is not None
+        assert from_index.tolist() == readable_ids(conn, where, params, "text").tolist()
+
+    def found(mode: str) -> set[str]:
+        out = svc.search(reader, {"q": "desert caravan", "mode": mode, "top_k": 50}, "acme/alpha")
+        return {h["doc_id"] for h in out["hits"]}
+
+    eng = {u["doc_id"] for u in units if u["acl_groups"] == ["eng"]}
+    for mode in ("dense", "hybrid", "lexical"):
+        assert found(mode) and found(mode) <= eng
+    target = sorted(found("dense"))[0]
+    svc.patch_doc(alice, target, {"acl_groups": ["ops"]}, None, "acme/alpha")
+    for mode in ("dense", "hybrid", "lexical"):
+        assert target not in found(mode), mode
+    svc.patch_doc(alice, target, {"acl_groups": ["eng"]}, None, "acme/alpha")
+    assert target in found("dense") and target in found("hybrid")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from .candidates import CandidateCache, Candidates, exact_top, readable_ids, use
 from .fusion import rrf
 from .hits import build_hits, fetch_hit_rows
 from .hits import snippet as snippet  # re-exported: callers import it from here
-from .lexical import LexicalLeg, query_terms
+from .lexical import LexicalLeg, query_terms, recheck
 from .rerank import rerank_stage
 
 if TYPE_CHECKING:
@@ -109,7 +109,18 @@ class Searcher:
             t = _Timer()
             # ACL changes bump scope generations without new outbox ops: key on both.
             gens = tuple(sorted(units_sql.read_generations(conn, scopes).items()))
-            dense, plans = self._dense(conn, vec, where, params, planes, depth, gens)
+            # The lexical index's visibility mask gives the readable ids in milliseconds where
+            # the catalog scan takes seconds at 1M Units; its answers are re-checked in SQL.
+            dense, plans = self._dense(
+                conn,
+                vec,
+                where,
+                params,
+                planes,
+                depth,
+                gens,
+                lambda plane: self.lexical.readable_ids(q, scopes, principal, plane),
+            )
             trace.stages.append(Stage("vectorize", t.ms(), detail="+".join(planes) + plans))
         else:
             trace.stages.append(Stage("embed", 0.0, skipped="mode=lexical"))
@@ -125,6 +136,12 @@ class Searcher:
             trace.stages.append(Stage("d1_fts", 0.0, skipped="mode=dense"))
         t = _Timer()
         fused = rrf([dense, lexical], k=s.rrf_k)
+        if dense and self.lexical.backend == "sparse":
+            # Dense candidates may come from the lexical index's mask: the exact predicate has
+            # the last word on every hit that leaves this function (an ACL change committed but
+            # not yet applied never shows). Lexical hits were re-checked by their leg.
+            need = max(q.top_k, s.rerank_depth if q.rerank else 0)
+            fused = self._recheck_prefix(conn, fused, set(lexical), need, where, params)
         trace.stages.append(Stage("rrf", t.ms(), detail=f"k={s.rrf_k}"))
         rr_rank: dict[int, int] = {}
         if q.rerank:
@@ -147,6 +164,25 @@ class Searcher:
         trace.stages.append(Stage("hydrate", t.ms(), detail=f"{len(hits)} hits"))
         return hits
 
+    @staticmethod
+    def _recheck_prefix(
+        conn: sqlite3.Connection,
+        fused: list[tuple[int, float]],
+        checked: set[int],
+        need: int,
+        where: str,
+        params: list[object],
+    ) -> list[tuple[int, float]]:
+        """``fused`` with unreadable ids dropped from its first ``need`` entries (refilled)."""
+        kept: list[tuple[int, float]] = []
+        i = 0
+        while len(kept) < need and i < len(fused):
+            chunk = fused[i : i + need]
+            i += need
+            ok = set(recheck(conn, [k for k, _ in chunk if k not in checked], where, params))
+            kept += [kv for kv in chunk if kv[0] in checked or kv[0] in ok]
+        return kept + fused[i:]
+
     def _dense(
         self,
         conn: sqlite3.Connection,
@@ -156,8 +192,12 @@ class Searcher:
         planes: Sequence[str],
         depth: int,
         gens: tuple[tuple[str, int], ...] = (),
+        index_ids: Callable[[str], np.ndarray | None] | None = None,
     ) -> tuple[list[int], str]:
-        """Filtered ANN per plane, merged by cosine into one list (DECISIONS 27)."""
+        """Filtered ANN per plane, merged by cosine into one list (DECISIONS 27).
+
+        ``index_ids(plane)``: the readable ids from the lexical index (None: ask the catalog).
+        """
         s = self.svc.settings
         store = self.svc.store
         scored: list[tuple[float, int]] = []
@@ -169,7 +209,8 @@ class Searcher:
             ck = (plane, where, tuple(params), gens)
             cand = self.candidates.get(ck)
             if cand is None:
-                cand = Candidates(readable_ids(conn, where, params, plane))
+                ids = None if index_ids is None else index_ids(plane)
+                cand = Candidates(readable_ids(conn, where, params, plane) if ids is None else ids)
                 self.candidates.put(ck, cand)
             if cand.ids.size == 0:
                 continue

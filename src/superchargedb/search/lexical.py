@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -161,7 +161,7 @@ class LexicalLeg:
         sp = self._searcher
         if sp is None or (self._ready is not None and not self._ready()):
             return self._fts(conn, terms, scopes, principal, where, params, limit), "fts5"
-        phrases = [sp.ix.tok.tokens(t) for t in terms]
+        phrases = [sp.term_ids(t) for t in terms]
         if any(len(p) > 1 for p in phrases):
             return self._fts(conn, terms, scopes, principal, where, params, limit), "fts5 (phrase)"
         return self._sparse(sp, conn, q, phrases, scopes, principal, planes, where, params, limit)
@@ -179,19 +179,11 @@ class LexicalLeg:
         match = fts_match(terms, scopes, principal.name, principal.groups)
         return [] if match is None else lexical_search(conn, match, where, params, limit)
 
-    def _sparse(
-        self,
-        sp: SparseSearcher,
-        conn: sqlite3.Connection,
-        q: AegisQuery,
-        phrases: list[list[str]],
-        scopes: Sequence[str],
-        principal: Principal,
-        planes: Sequence[str],
-        where: str,
-        params: Sequence[object],
-        limit: int,
-    ) -> tuple[list[int], str]:
+    def _predicate(
+        self, q: AegisQuery, scopes: Sequence[str], principal: Principal, planes: Sequence[str]
+    ) -> tuple[Hashable, Callable[[Signature], bool]]:
+        """The visibility predicate of ``hybrid.filter_sql`` over signatures, and its cache key
+        (everything but doc ids, time and the watermark, which the index does not hold)."""
         f = q.filters
         mods = frozenset(_modalities(q))
         f_owner = f.acl.owner if f is not None and f.acl is not None else None
@@ -221,6 +213,41 @@ class LexicalLeg:
             f_groups,
             frozenset(scopes_mod.MUTATIONS),  # test-only switches change the predicate
         )
+        return key, pred
+
+    def readable_ids(
+        self, q: AegisQuery, scopes: Sequence[str], principal: Principal, plane: str
+    ) -> np.ndarray | None:
+        """Sorted uint64 ids the caller may read in ``plane``, from the index's signature mask
+        (milliseconds at 1M Units, where the catalog scan takes seconds), or None when the
+        index cannot answer (not the sparse backend, not ready, doc-id or time filters). The
+        caller re-checks what it returns with :func:`recheck`."""
+        sp = self._searcher
+        f = q.filters
+        if sp is None or (self._ready is not None and not self._ready()):
+            return None
+        if f is not None and (f.doc_ids() or f.time is not None):
+            return None
+        key, pred = self._predicate(q, scopes, principal, [plane])
+        with sp.ix.rw.read():
+            mask, _ = sp.mask(key, pred)
+        return np.flatnonzero(mask).astype(np.uint64)
+
+    def _sparse(
+        self,
+        sp: SparseSearcher,
+        conn: sqlite3.Connection,
+        q: AegisQuery,
+        phrases: list[tuple[int | None, ...]],
+        scopes: Sequence[str],
+        principal: Principal,
+        planes: Sequence[str],
+        where: str,
+        params: Sequence[object],
+        limit: int,
+    ) -> tuple[list[int], str]:
+        f = q.filters
+        key, pred = self._predicate(q, scopes, principal, planes)
         detail = "sparse"
         only: np.ndarray | None = None
         if f is not None and (f.doc_ids() or f.time is not None):
@@ -231,27 +258,36 @@ class LexicalLeg:
         fetch = limit
         while True:
             with sp.ix.rw.read():
-                mask = sp.mask(key, pred)
+                mask, full = sp.mask(key, pred)
                 if only is not None:
                     allowed = np.zeros(len(mask), dtype=bool)
                     allowed[only[only < len(mask)]] = True
-                    mask = mask & allowed
-                tids = [sp.term_id(p[0]) if p else None for p in phrases]
-                top = sp.topk(tids, mask, fetch)
+                    mask, full = mask & allowed, False
+                tids = [p[0] if p else None for p in phrases]
+                top = sp.topk(tids, mask, fetch, full=full)
             if not top:
                 return [], detail
-            marks = ",".join("?" * len(top))
-            # NOT INDEXED keeps rowid lookups but stops the planner from preferring a scope or
-            # plane index range (a scan of the caller's whole scope: 25 ms at 10k Units vs 2).
-            ok = {
-                r[0]
-                for r in conn.execute(
-                    f"SELECT u.id FROM units u NOT INDEXED WHERE u.id IN ({marks}) AND {where}",
-                    (*top, *params),
-                )
-            }
-            kept = [i for i in top if i in ok]
+            kept = recheck(conn, top, where, params)
             # Something in the index was newer than the caller's watermark, or stale: fetch more.
             if len(kept) >= limit or len(top) < fetch or fetch >= 16 * limit:
                 return kept[:limit], detail
             fetch *= 4
+
+
+def recheck(
+    conn: sqlite3.Connection, ids: Sequence[int], where: str, params: Sequence[object]
+) -> list[int]:
+    """``ids`` (in order) that satisfy the exact SQL predicate ``where`` on alias ``u``."""
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    # NOT INDEXED keeps rowid lookups but stops the planner from preferring a scope or plane
+    # index range (a scan of the caller's whole scope: 25 ms at 10k Units vs 2).
+    ok = {
+        r[0]
+        for r in conn.execute(
+            f"SELECT u.id FROM units u NOT INDEXED WHERE u.id IN ({marks}) AND {where}",
+            (*ids, *params),
+        )
+    }
+    return [i for i in ids if i in ok]

@@ -32,21 +32,34 @@ class SparseSearcher:
         self.ix = index
         self._lock = threading.Lock()
         self._sig_ok: dict[Hashable, np.ndarray] = {}
-        self._masks: OrderedDict[tuple[Hashable, int], np.ndarray] = OrderedDict()
+        self._masks: OrderedDict[tuple[Hashable, int], tuple[np.ndarray, bool]] = OrderedDict()
+        self._kd: tuple[tuple[int, int, int], np.ndarray] | None = None
+        self._local = threading.local()  # per-thread score buffers, reused across queries
 
     def term_id(self, token: str) -> int | None:
         return self.ix.terms.get(token)
 
+    def term_ids(self, word: str) -> tuple[int | None, ...]:
+        """The index's term ids of FTS5's tokens of ``word`` (None: a token no Unit has); one
+        per token, so a length above 1 means FTS5 reads ``word`` as a phrase. Words seen in the
+        indexed text resolve through the index's own piece map, without asking FTS5."""
+        known = self.ix._pieces.get(word)
+        if known is not None:
+            return known
+        return tuple(self.ix.terms.get(t) for t in self.ix.tok.tokens(word))
+
     # ------------------------------------------------------------------ visibility
-    def mask(self, key: Hashable, pred: Callable[[Signature], bool]) -> np.ndarray:
-        """Readable live documents under predicate ``pred`` (named ``key``); read lock held."""
+    def mask(self, key: Hashable, pred: Callable[[Signature], bool]) -> tuple[np.ndarray, bool]:
+        """Readable live documents under predicate ``pred`` (named ``key``), and whether that is
+        every document the postings hold (then postings need no per-entry check); read lock
+        held."""
         ix = self.ix
         ck = (key, ix.version)
         with self._lock:
-            m = self._masks.get(ck)
-            if m is not None:
+            hit = self._masks.get(ck)
+            if hit is not None:
                 self._masks.move_to_end(ck)
-                return m
+                return hit
             ok = self._sig_ok.get(key)
             n = len(ix.sigs)
             if ok is None or len(ok) < n:
@@ -59,15 +72,34 @@ class SparseSearcher:
                 self._sig_ok[key] = ok
         # sig -1 (no document) indexes the trailing False.
         m = np.append(ok[:n], False)[ix.sig] & ix.live
+        full = ix.dead == 0 and int(np.count_nonzero(m)) == ix.n_docs
         with self._lock:
-            self._masks[ck] = m
+            self._masks[ck] = (m, full)
             while len(self._masks) > _MASKS:
                 self._masks.popitem(last=False)
-        return m
+        return m, full
+
+    def _k_doc(self, avgdl: float) -> np.ndarray:
+        """``k1 * (1 - b + b * D / avgdl)`` per document, the same doubles ``weight`` computes."""
+        ix = self.ix
+        key = (ix.version, ix.total, ix.n_docs)
+        got = self._kd
+        if got is not None and got[0] == key:
+            return got[1]
+        kd = K1 * (1 - B + B * ix.dl.astype(np.float64) / avgdl)
+        self._kd = (key, kd)
+        return kd
 
     # ------------------------------------------------------------------ scoring
     def topk(
-        self, tids: Sequence[int | None], mask: np.ndarray, k: int, *, exhaustive: bool = False
+        self,
+        tids: Sequence[int | None],
+        mask: np.ndarray,
+        k: int,
+        *,
+        full: bool = False,
+        exhaustive: bool = False,
+        stats: dict[str, int] | None = None,
     ) -> list[int]:
         """Catalog ids of the ``k`` best documents within ``mask``; read lock held.
 
@@ -75,7 +107,9 @@ class SparseSearcher:
         the phrases left sum below the k-th best partial score so far, no unseen document can
         reach the top k, and the phrases left are only looked up for the candidates that still
         can. Final scores are then summed phrase by phrase *in query order*, as FTS5 does, so
-        they are FTS5's to the last bit. ``exhaustive`` scores every posting (for comparison).
+        they are FTS5's to the last bit. ``full``: the mask admits every document in the
+        postings (skip the per-entry check). ``exhaustive`` scores every posting (comparison);
+        ``stats`` receives the postings scored in full and in all.
         """
         ix = self.ix
         n_rows = ix.n_docs
@@ -107,56 +141,110 @@ class SparseSearcher:
             d = dl[docs].astype(np.float64)
             return idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / avgdl)))
 
+        kd = self._k_doc(avgdl)
+
+        def fast(docs: np.ndarray, tf: np.ndarray, idf: float) -> np.ndarray:
+            f = tf.astype(np.float64)
+            return idf * ((f * (K1 + 1.0)) / (f + kd[docs]))
+
         order = sorted(range(len(phrases)), key=lambda j: -phrases[j][1])
-        acc = np.zeros(len(mask))
-        seen = np.zeros(len(mask), dtype=bool)
-        parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in phrases]
+        # Partial sums (any order): only used to choose the candidates, whose exact scores are
+        # computed at the end. The buffers are zero outside this call (reset before returning).
+        acc, seen = self._buffers(len(mask))
+        try:
+            return self._topk(
+                phrases, order, acc, seen, mask, k, full, exhaustive, stats, fast, weight
+            )
+        finally:
+            touched = np.flatnonzero(seen)
+            acc[touched] = 0.0
+            seen[touched] = False
+
+    def _buffers(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        bufs = getattr(self._local, "bufs", None)
+        if bufs is None or len(bufs[0]) < n:
+            bufs = (np.zeros(max(n, 1024)), np.zeros(max(n, 1024), dtype=bool))
+            self._local.bufs = bufs
+        return bufs[0][:n], bufs[1][:n]
+
+    def _topk(
+        self,
+        phrases: list[tuple[float, float, list[tuple[Segment, int]]]],
+        order: list[int],
+        acc: np.ndarray,
+        seen: np.ndarray,
+        mask: np.ndarray,
+        k: int,
+        full: bool,
+        exhaustive: bool,
+        stats: dict[str, int] | None,
+        fast: Callable[[np.ndarray, np.ndarray, float], np.ndarray],
+        weight: Callable[[np.ndarray, np.ndarray, float], np.ndarray],
+    ) -> list[int]:
+        rest_after = [sum(phrases[x][1] for x in order[i:]) for i in range(len(order) + 1)]
         split, theta = len(order), -math.inf
         for step, j in enumerate(order):
-            if step and not exhaustive:
-                rest = sum(phrases[x][1] for x in order[step:])
-                cand = np.flatnonzero(seen)
-                if len(cand) >= k:
-                    theta = float(np.partition(acc[cand], len(cand) - k)[len(cand) - k])
-                    if rest < theta:
-                        split = step
-                        break
+            if step and not exhaustive and rest_after[step] < theta:
+                split = step  # no document outside `seen` can reach the top k any more
+                break
             idf, _, locs = phrases[j]
+            got = []
             for seg, pos in locs:
                 docs, tf = seg.postings_at(pos)
-                sel = mask[docs]
-                docs = docs[sel]
+                if not full:
+                    sel = mask[docs]
+                    docs, tf = docs[sel], tf[sel]
                 if len(docs):
-                    w = weight(docs, tf[sel], idf)
-                    acc[docs] += w  # a document is in one segment, once per term
+                    acc[docs] += fast(docs, tf, idf)  # one segment per doc, once per term
                     seen[docs] = True
-                    parts[j].append((docs, w))
+                    got.append(docs)
+            if not exhaustive and got:
+                docs = np.concatenate(got) if len(got) > 1 else got[0]
+                if len(docs) >= k:
+                    # The k-th best partial among this phrase's documents: a lower bound of the
+                    # k-th best final score (scores only grow), so pruning against it is safe.
+                    theta = max(theta, float(np.partition(acc[docs], len(docs) - k)[len(docs) - k]))
+        if stats is not None:
+            sizes = [sum(len(s.postings_at(p)[0]) for s, p in ph[2]) for ph in phrases]
+            stats["postings"] = sum(sizes)
+            stats["scored"] = sum(sizes[j] for j in order[:split])
+            stats["phrases"], stats["essential"] = len(order), split
         cand = np.flatnonzero(seen)
         if split < len(order):
-            rest = sum(phrases[x][1] for x in order[split:])
-            cand = cand[acc[cand] + rest >= theta]
+            cand = cand[acc[cand] + rest_after[split] >= theta]
+            is_cand: np.ndarray | None = None
             for j in order[split:]:
                 idf, _, locs = phrases[j]
                 for seg, pos in locs:
                     docs, tf = seg.postings_at(pos)
-                    at = np.minimum(np.searchsorted(docs, cand), len(docs) - 1)
-                    hit = docs[at] == cand
-                    if hit.any():
-                        parts[j].append((cand[hit], weight(cand[hit], tf[at[hit]], idf)))
-        n = len(cand)
-        if n == 0:
+                    if 16 * len(cand) < len(docs):
+                        at = np.minimum(np.searchsorted(docs, cand), len(docs) - 1)
+                        hit = docs[at] == cand
+                        d, f = cand[hit], tf[at[hit]]
+                    else:
+                        if is_cand is None:
+                            is_cand = np.zeros(len(mask), dtype=bool)
+                            is_cand[cand] = True
+                        sel = is_cand[docs]
+                        d, f = docs[sel], tf[sel]
+                    if len(d):
+                        acc[d] += fast(d, f, idf)
+        if len(cand) == 0:
             return []
-        score = np.zeros(n)
-        for j in range(len(phrases)):  # query order: FTS5's summation order
-            col = np.zeros(n)
-            for docs, w in parts[j]:
-                at = np.minimum(np.searchsorted(cand, docs), n - 1)
-                ok = cand[at] == docs
-                col[at[ok]] = w[ok]
-            score = score + col
-        if n > k:
-            kth = np.partition(score, n - k)[n - k]
-            keep = score >= kth
-            cand, score = cand[keep], score[keep]
-        top = np.lexsort((cand, -score))[:k]
+        approx = acc[cand]
+        if len(cand) > k:
+            kth = float(np.partition(approx, len(cand) - k)[len(cand) - k])
+            # Summation order moves a score by ~1e-15 relative: keep everything that close.
+            cand = cand[approx >= kth - 1e-9 * max(1.0, abs(kth))]
+        exact = np.zeros(len(cand))
+        for idf, _, locs in phrases:  # query order: FTS5's summation order, to the last bit
+            col = np.zeros(len(cand))
+            for seg, pos in locs:
+                docs, tf = seg.postings_at(pos)
+                at = np.minimum(np.searchsorted(docs, cand), len(docs) - 1)
+                hit = docs[at] == cand
+                if hit.any():
+                    col[hit] = weight(cand[hit], tf[at[hit]], idf)
+            exact = exact + col
+        top = np.lexsort((cand, -exact))[:k]
         return [int(x) for x in cand[top]]

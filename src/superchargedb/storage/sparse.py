@@ -78,6 +78,7 @@ class SparseIndex:
         self.segments: list[Segment] = []  # saved, memory-mapped (or awaiting a checkpoint)
         self.delta: list[Segment] = []  # one small in-memory segment per recent apply
         self._delta_docs = 0
+        self.dead = 0  # removed documents whose postings a merge has not dropped yet
         self._pieces: dict[str, tuple[int, ...]] = {}  # text piece -> its term ids
         self._acl_lens: dict[str, int] = {}
         self._saved: set[str] = set()
@@ -209,6 +210,7 @@ class SparseIndex:
             if fwd is not None:
                 self.df[fwd[0].astype(np.int64)] -= 1
             self.live[doc] = False  # its postings stay (masked) until a merge drops them
+            self.dead += 1
             self.n_docs -= 1
             self.total -= int(self.dl[doc])
             self.version += 1
@@ -302,6 +304,16 @@ class SparseIndex:
                 self.segments = [s for s in self.segments if s is not a and s is not b]
                 self.segments.append(merged)
                 self.version += 1
+        self._count_dead()
+
+    def _count_dead(self) -> None:
+        dead = sum(
+            int(np.count_nonzero(~self.live[s.docs.astype(np.int64)]))
+            for s in (*self.segments, *self.delta)
+        )
+        with self.rw.write():
+            self.dead = dead
+            self.version += 1
 
     # ------------------------------------------------------------------ persistence
     def _states(self) -> list[tuple[int, Path]]:
@@ -431,7 +443,7 @@ class SparseIndex:
         self._terms_durable = len(terms)
         self._terms_nbytes = sum(len(t.encode("utf-8")) + 1 for t in terms)
         self._n_seg = max(self._n_seg, self._max_seg_on_disk())
-        self.version += 1
+        self._count_dead()
 
     def rebuild(self, conn: sqlite3.Connection, seq: int, batch: int = 20_000) -> None:
         """Replace the index with the catalog's current Units, as of outbox ``seq``."""

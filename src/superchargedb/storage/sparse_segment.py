@@ -182,7 +182,11 @@ def save(seg: Segment, parent: Path) -> None:
 def load(parent: Path, name: str) -> Segment:
     """Open a saved segment memory-mapped; raises OSError/ValueError when it is damaged."""
     d = parent / name
-    arrs = {a: np.load(d / f"{a}.npy", mmap_mode="r", allow_pickle=False) for a in ARRAYS}
+    # Plain ndarray views of the maps: slicing a np.memmap runs Python code per slice.
+    arrs = {
+        a: np.load(d / f"{a}.npy", mmap_mode="r", allow_pickle=False).view(np.ndarray)
+        for a in ARRAYS
+    }
     seg = Segment(name, **arrs)
     n = seg.n_docs
     if (
