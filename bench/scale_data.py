@@ -136,14 +136,20 @@ class ScaleData:
         cache_dir: Path = Q.CACHE_DIR,
         seed: int = DEFAULT_SEED,
         progress: bool = True,
+        max_docs: int | None = None,
+        max_queries: int | None = None,
     ) -> ScaleData:
+        """``max_docs`` / ``max_queries`` (smoke runs) take that many from the sources, evenly."""
         titles: list[str] = []
         sentences: list[list[str]] = []
         pool_texts: list[str] = []
         for name in SOURCES:
             path = eval_dir / name / "corpus.jsonl"
+            per_source = None if max_docs is None else max(1, max_docs // len(SOURCES))
             with open(path, encoding="utf-8") as fh:
-                for line in fh:
+                for k, line in enumerate(fh):
+                    if per_source is not None and k >= per_source:
+                        break
                     doc = json.loads(line)
                     sents = _sentences(doc.get("text") or "")
                     if len(sents) < 1:
@@ -152,6 +158,8 @@ class ScaleData:
                     sentences.append(sents)
                     pool_texts.append(_pool_text(titles[-1], sents))
         qtexts = _query_texts(eval_dir)
+        if max_queries is not None:
+            qtexts = qtexts[:: max(1, len(qtexts) // max_queries)][:max_queries]
         cache = Q.open_cache("scale_pool", cache_dir)
         pool = _embed_cached(cache, pool_texts, "embed pool", progress)
         qvecs = _embed_cached(cache, [t for _, _, t in qtexts], "embed queries", progress)
