@@ -393,7 +393,11 @@ class Checker:
         assert r.status_code == 200, (ctx, r.status_code, r.text[:300])
         no_leak(r.content, allowed, ctx)
         for prompt in self.llm.take():
-            no_leak(prompt, allowed, (ctx, "prompt"))
+            # The passages only: the "Question:" line is what the caller sent, and a guessed
+            # marker asked as a question is no leak (a false alarm the big run found).
+            passages = prompt.split("\n\nQuestion:")[0]
+            assert passages != prompt, prompt
+            no_leak(passages, allowed, (ctx, "prompt"))
         if ep == "stream":
             events = re.findall(r"event: (\w+)\ndata: (.*)\n\n", r.text)
             assert events and events[-1][0] == "final", (ctx, r.text[:300])

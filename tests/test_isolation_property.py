@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ def run_world(tmp: Path, spec: dict[str, Any], emb: Any, llm: EchoLLM, paths=ALL
         HARNESS[0].check(svc, world, llm, paths, spec["patch"])
     finally:
         svc.close()
+    shutil.rmtree(tmp, ignore_errors=True)  # kept only when a check failed (for debugging)
     STATS["worlds"] += 1
     STATS["principals"] += len(world.principals)
     STATS["requests_generated"] += len(world.requests)
