@@ -11,7 +11,7 @@ Each size runs in its own subprocess (so its RSS is its own):
    (``scope``) and for a reader who is not the owner and holds the groups of 10 % / 1 %
    (``acl``). Latency excludes query embedding (served from the cache of real embeddings and
    its traced stage subtracted); the live model's query embedding is measured apart.
-4. The lexical leg again with ``SCDB_LEXICAL_BACKEND=fts5`` (FTS5 with the ACL tokens pushed
+4. The lexical leg alone again with ``SCDB_LEXICAL_BACKEND=fts5`` (FTS5 with the ACL tokens pushed
    into the MATCH, DECISIONS 24) on the same dir, for the comparison (fewer queries at 1M).
 
     .venv/bin/python bench/scale.py                       # 10k, 100k, 1M (~1 h here)
@@ -229,7 +229,7 @@ def child(args: argparse.Namespace) -> int:
             readers = add_readers(svc)
             run_cells(svc, alice, readers, fq[:5], ("lexical",), LEVELS[:1], "warm-up fts5")
             rep["fts5_cells"] = run_cells(
-                svc, alice, readers, fq, ("lexical", "hybrid"), LEVELS, f"fts5 {n}"
+                svc, alice, readers, fq, ("lexical",), LEVELS, f"fts5 {n}"
             )
         finally:
             svc.close()

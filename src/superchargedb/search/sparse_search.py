@@ -24,7 +24,13 @@ import numpy as np
 from ..storage.sparse import Signature, SparseIndex
 from ..storage.sparse_segment import K1, B, Segment
 
+Phrase = tuple[float, float, list[tuple[Segment, int]], int]  # idf, score bound, where, term id
 _MASKS = 16  # cached visibility masks (1 byte per catalog id each)
+# Candidate selection sums float32 weights (half the memory traffic of float64). Each weight is
+# within ~6 roundings (< 4e-7) of its double, a sum of up to 64 positive terms within 64 more
+# (< 4e-6): every selection bound below is widened by EPS = 1e-5 relative, so no document that
+# the exact double-precision ranking puts in the top k is ever left out.
+EPS = 1e-5
 
 
 class SparseSearcher:
@@ -80,13 +86,13 @@ class SparseSearcher:
         return m, full
 
     def _k_doc(self, avgdl: float) -> np.ndarray:
-        """``k1 * (1 - b + b * D / avgdl)`` per document, the same doubles ``weight`` computes."""
+        """``k1 * (1 - b + b * D / avgdl)`` per document, as float32 (candidate selection)."""
         ix = self.ix
         key = (ix.version, ix.total, ix.n_docs)
         got = self._kd
         if got is not None and got[0] == key:
             return got[1]
-        kd = K1 * (1 - B + B * ix.dl.astype(np.float64) / avgdl)
+        kd = (K1 * (1 - B + B * ix.dl.astype(np.float64) / avgdl)).astype(np.float32)
         self._kd = (key, kd)
         return kd
 
@@ -116,36 +122,39 @@ class SparseSearcher:
         if k <= 0 or n_rows <= 0:
             return []
         avgdl = ix.total / n_rows
-        dl = ix.dl
         segs = [*ix.segments, *ix.delta]
-        phrases: list[tuple[float, float, list[tuple[Segment, int]]]] = []  # idf, bound, where
-        for tid in tids:
-            if tid is None or int(ix.df[tid]) <= 0:
-                continue  # FTS5 adds 0.0 for a phrase that matches nothing
+        # FTS5 adds 0.0 for a phrase that matches nothing: only phrases with postings count.
+        live_tids = [t for t in tids if t is not None and int(ix.df[t]) > 0]
+        if not live_tids:
+            return []
+        qt = np.asarray(live_tids, dtype=np.uint32)
+        found: list[list[tuple[Segment, int]]] = [[] for _ in live_tids]
+        for seg in segs:  # one vectorized dictionary lookup per segment
+            pos = np.searchsorted(seg.t_ids, qt)
+            ok = pos < len(seg.t_ids)
+            ok[ok] = seg.t_ids[pos[ok]] == qt[ok]
+            for j in np.flatnonzero(ok):
+                found[j].append((seg, int(pos[j])))
+        phrases: list[Phrase] = []
+        for tid, locs in zip(live_tids, found, strict=True):
             n_hit = int(ix.df[tid])
             idf = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
             if idf <= 0.0:
                 idf = 1e-6
-            locs = [(seg, pos) for seg in segs if (pos := seg.term(tid)) >= 0]
             if locs:
                 scale = max(
                     float(seg.t_ub[pos]) * max(1.0, avgdl / float(seg.a_build[0]))
                     for seg, pos in locs
                 )
-                phrases.append((idf, idf * scale * (1 + 1e-6), locs))
+                phrases.append((idf, idf * scale * (1 + 1e-6), locs, tid))
         if not phrases:
             return []
-
-        def weight(docs: np.ndarray, tf: np.ndarray, idf: float) -> np.ndarray:
-            f = tf.astype(np.float64)
-            d = dl[docs].astype(np.float64)
-            return idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * d / avgdl)))
 
         kd = self._k_doc(avgdl)
 
         def fast(docs: np.ndarray, tf: np.ndarray, idf: float) -> np.ndarray:
-            f = tf.astype(np.float64)
-            return idf * ((f * (K1 + 1.0)) / (f + kd[docs]))
+            f = tf.astype(np.float32)
+            return np.float32(idf) * ((f * np.float32(K1 + 1.0)) / (f + kd[docs]))
 
         order = sorted(range(len(phrases)), key=lambda j: -phrases[j][1])
         # Partial sums (any order): only used to choose the candidates, whose exact scores are
@@ -153,23 +162,49 @@ class SparseSearcher:
         acc, seen = self._buffers(len(mask))
         try:
             return self._topk(
-                phrases, order, acc, seen, mask, k, full, exhaustive, stats, fast, weight
+                phrases, order, acc, seen, mask, k, full, exhaustive, stats, fast, avgdl
             )
         finally:
             touched = np.flatnonzero(seen)
             acc[touched] = 0.0
             seen[touched] = False
 
+    def _shortlist_tfs(self, cand: np.ndarray, phrases: list[Phrase]) -> np.ndarray:
+        """Term frequency of each phrase (columns) in each shortlisted document (rows), read
+        from the documents' forward lists (a few gathers per segment)."""
+        ix = self.ix
+        tids = np.asarray([p[3] for p in phrases], dtype=np.uint32)
+        uq, col_of = np.unique(tids, return_inverse=True)
+        out = np.zeros((len(cand), len(uq)), dtype=np.uint16)
+        for seg in (*ix.segments, *ix.delta):
+            pos = np.searchsorted(seg.docs, cand)
+            inseg = pos < len(seg.docs)
+            inseg[inseg] = seg.docs[pos[inseg]] == cand[inseg]
+            rows = np.flatnonzero(inseg)
+            if not len(rows):
+                continue
+            starts = seg.f_off[pos[rows]]
+            lens = seg.f_off[pos[rows] + 1] - starts
+            first = np.cumsum(lens) - lens
+            idx = np.repeat(starts - first, lens) + np.arange(int(lens.sum()))
+            ft = seg.f_tid[idx]
+            at = np.searchsorted(uq, ft)
+            hit = at < len(uq)
+            hit[hit] = uq[at[hit]] == ft[hit]
+            out[np.repeat(rows, lens)[hit], at[hit]] = seg.f_tf[idx][hit]
+        return out[:, col_of]
+
     def _buffers(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         bufs = getattr(self._local, "bufs", None)
         if bufs is None or len(bufs[0]) < n:
-            bufs = (np.zeros(max(n, 1024)), np.zeros(max(n, 1024), dtype=bool))
+            size = max(n, 1024)
+            bufs = (np.zeros(size, dtype=np.float32), np.zeros(size, dtype=bool))
             self._local.bufs = bufs
         return bufs[0][:n], bufs[1][:n]
 
     def _topk(
         self,
-        phrases: list[tuple[float, float, list[tuple[Segment, int]]]],
+        phrases: list[Phrase],
         order: list[int],
         acc: np.ndarray,
         seen: np.ndarray,
@@ -179,7 +214,7 @@ class SparseSearcher:
         exhaustive: bool,
         stats: dict[str, int] | None,
         fast: Callable[[np.ndarray, np.ndarray, float], np.ndarray],
-        weight: Callable[[np.ndarray, np.ndarray, float], np.ndarray],
+        avgdl: float,
     ) -> list[int]:
         rest_after = [sum(phrases[x][1] for x in order[i:]) for i in range(len(order) + 1)]
         split, theta = len(order), -math.inf
@@ -187,7 +222,7 @@ class SparseSearcher:
             if step and not exhaustive and rest_after[step] < theta:
                 split = step  # no document outside `seen` can reach the top k any more
                 break
-            idf, _, locs = phrases[j]
+            idf, _, locs, _ = phrases[j]
             got = []
             for seg, pos in locs:
                 docs, tf = seg.postings_at(pos)
@@ -203,7 +238,8 @@ class SparseSearcher:
                 if len(docs) >= k:
                     # The k-th best partial among this phrase's documents: a lower bound of the
                     # k-th best final score (scores only grow), so pruning against it is safe.
-                    theta = max(theta, float(np.partition(acc[docs], len(docs) - k)[len(docs) - k]))
+                    kth = float(np.partition(acc[docs], len(docs) - k)[len(docs) - k])
+                    theta = max(theta, kth * (1 - EPS))
         if stats is not None:
             sizes = [sum(len(s.postings_at(p)[0]) for s, p in ph[2]) for ph in phrases]
             stats["postings"] = sum(sizes)
@@ -211,10 +247,10 @@ class SparseSearcher:
             stats["phrases"], stats["essential"] = len(order), split
         cand = np.flatnonzero(seen)
         if split < len(order):
-            cand = cand[acc[cand] + rest_after[split] >= theta]
+            cand = cand[acc[cand] * (1 + EPS) + rest_after[split] >= theta]
             is_cand: np.ndarray | None = None
             for j in order[split:]:
-                idf, _, locs = phrases[j]
+                idf, _, locs, _ = phrases[j]
                 for seg, pos in locs:
                     docs, tf = seg.postings_at(pos)
                     if 16 * len(cand) < len(docs):
@@ -234,17 +270,14 @@ class SparseSearcher:
         approx = acc[cand]
         if len(cand) > k:
             kth = float(np.partition(approx, len(cand) - k)[len(cand) - k])
-            # Summation order moves a score by ~1e-15 relative: keep everything that close.
-            cand = cand[approx >= kth - 1e-9 * max(1.0, abs(kth))]
-        exact = np.zeros(len(cand))
-        for idf, _, locs in phrases:  # query order: FTS5's summation order, to the last bit
-            col = np.zeros(len(cand))
-            for seg, pos in locs:
-                docs, tf = seg.postings_at(pos)
-                at = np.minimum(np.searchsorted(docs, cand), len(docs) - 1)
-                hit = docs[at] == cand
-                if hit.any():
-                    col[hit] = weight(cand[hit], tf[at[hit]], idf)
-            exact = exact + col
+            # approx is within EPS of the exact score: keep everything that could be in the top k.
+            cand = cand[approx >= kth * (1 - 4 * EPS)]
+        # Exact scores: FTS5's expression on the same doubles, one column per phrase, summed
+        # left to right (cumsum is sequential) = FTS5's order; a tf of 0 adds exactly 0.0.
+        f = self._shortlist_tfs(cand, phrases).astype(np.float64)
+        idfs = np.array([p[0] for p in phrases])
+        kx = K1 * (1 - B + B * self.ix.dl[cand].astype(np.float64) / avgdl)
+        w = idfs[None, :] * ((f * (K1 + 1.0)) / (f + kx[:, None]))
+        exact = np.cumsum(w, axis=1)[:, -1]
         top = np.lexsort((cand, -exact))[:k]
         return [int(x) for x in cand[top]]
