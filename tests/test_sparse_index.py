@@ -383,3 +383,17 @@ def test_dense_candidates_from_the_index(svc) -> None:
         assert target not in found(mode), mode
     svc.patch_doc(alice, target, {"acl_groups": ["eng"]}, None, "acme/alpha")
     assert target in found("dense") and target in found("hybrid")
+
+
+def test_other_format_is_rebuilt(tmp_path: Path) -> None:
+    cat, sync = open_dir(tmp_path)
+    write(cat, sync, texts()[:120], 0, 10)
+    with cat.write_lock():
+        sync.checkpoint()
+    cat.close()
+    meta = tmp_path / "lexical" / "meta.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "format": 99}))
+    cat, sync = open_dir(tmp_path)
+    assert sync.lexical is not None and sync.lexical.n_docs == 120
+    assert_same_as_fts5(cat, sync)
+    cat.close()

@@ -408,6 +408,17 @@ class SparseIndex:
             if not self.dir.is_dir():
                 return 0
             (self.dir / "state.tmp").unlink(missing_ok=True)
+            meta = self.dir / "meta.json"
+            try:
+                fmt = json.loads(meta.read_text()).get("format") if meta.exists() else FORMAT
+            except (OSError, ValueError):
+                fmt = None
+            if fmt != FORMAT:  # another layout: start empty (the caller rebuilds or replays)
+                log.warning("lexical index format %s != %s: rebuilding", fmt, FORMAT)
+                for _, p in self._states():
+                    p.unlink(missing_ok=True)
+                meta.unlink(missing_ok=True)
+                return 0
             for seq, path in self._states():
                 try:
                     self._load_state(path)
