@@ -133,6 +133,13 @@ def test_provider_error_falls_back_to_extractive(aclient, fake, status):
     assert out["answer"]["extractive"] is True
     assert "0.8 seconds" in out["answer"]["text"]
     assert f"failed: HTTP {status}" in synth(out)["detail"]
+    # The fallback is not cached: once the model is back, the same request reaches it.
+    fake.status = 200
+    fake.reply = "The failover cutover took 0.8 seconds end to end [1]."
+    again = ask(aclient)
+    assert again["trace"]["cache"] != "hit"
+    assert again["answer"]["provider"] == "openai:gpt-4o-mini"
+    assert ask(aclient)["trace"]["cache"] == "hit"  # a good answer is cached as before
 
 
 def test_provider_timeout_falls_back(aclient, fake):
@@ -229,7 +236,9 @@ def test_answer_cache_and_acl_across_tenants(tmp_path, embedder, fake):
     s.ingest(s.authenticate(ka["Authorization"]), {"units": [{"text": fa, "doc_id": "x"}]})
     s.ingest(s.authenticate(kb["Authorization"]), {"units": [{"text": fb, "doc_id": "x"}]})
     q = {"q": "How long did the cutover take during the game day?"}
-    fake.status = 500  # extractive: the text is a quote of whatever was retrieved
+    # The model declines (the fake's default reply): the extractive fallback quotes whatever
+    # was retrieved, and that answer is cacheable (a transient failure's would not be).
+    assert "cannot answer" in fake.reply
     try:
         with TestClient(create_app(s)) as c:
             for first, second, mine, theirs in ((ka, kb, "0.8", "45"), (kb, ka, "45", "0.8")):

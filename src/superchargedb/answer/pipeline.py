@@ -92,12 +92,14 @@ class Answerer:
             trace.stages.append(Stage("verify", 0.0, skipped="refused"))
             return hits, {**refusal(decision.reason), "signals": decision.signals()}
         t = time.perf_counter()
-        draft, provider, extractive, detail, tokens = self._synthesize(
+        draft, provider, extractive, detail, tokens, failed = self._synthesize(
             q, evidence, decision.best, trace, deadline
         )
         synth_ms = _ms(t)
+        # A provider that failed transiently (timeout, 5xx) left a fallback answer: not cached.
+        synth = Stage("synth", synth_ms, detail=detail, tokens=tokens, degraded=failed)
         if draft is None:
-            trace.stages.append(Stage("synth", synth_ms, detail=detail, tokens=tokens))
+            trace.stages.append(synth)
             trace.stages.append(Stage("verify", 0.0, skipped="refused"))
             out = refusal("the model refused and no sentence passed the support check")
             return hits, {**out, "signals": decision.signals()}
@@ -106,7 +108,8 @@ class Answerer:
         detail = f"{provider}; {len(answer['citations'])} citations" + (
             f"; {detail}" if detail else ""
         )
-        trace.stages.append(Stage("synth", synth_ms, detail=detail, tokens=tokens))
+        synth.detail = detail
+        trace.stages.append(synth)
         kept = len(answer["sentences"])
         trace.stages.append(
             Stage("verify", draft.verify_ms, detail=f"{kept}/{kept + len(draft.dropped)} supported")
@@ -120,9 +123,11 @@ class Answerer:
         best: Any,
         trace: Trace,
         deadline: float | None,
-    ) -> tuple[Draft | None, str, bool, str, Any]:
-        """Try the chain: (draft, or None to refuse; provider; extractive; notes; tokens)."""
+    ) -> tuple[Draft | None, str, bool, str, Any, bool]:
+        """Try the chain: (draft, or None to refuse; provider; extractive; notes; tokens;
+        whether a provider failed transiently)."""
         notes: list[str] = []
+        failed = False
         rejected: list[dict[str, Any]] = []  # what rejected model outputs said, and why
         spent: dict[str, int] | None = None  # tokens of the models that ran, summed
         passages = [Passage(ev.n, ev.hit["text"]) for ev in evidence]
@@ -147,6 +152,7 @@ class Answerer:
                 out = prov.complete(q.q, passages, timeout)
             except ProviderFailed as exc:
                 notes.append(f"{prov.name} failed: {exc}")
+                failed = True
                 continue
             self.clock.observe(prov.name, out.seconds * 1000)
             self._account(trace, prov, out)
@@ -160,18 +166,18 @@ class Answerer:
                 notes.append(f"{prov.name} refused")
                 draft = extract(best, evidence)
                 if not draft.sentences:
-                    return None, prov.name, False, "; ".join(notes), tokens
-                return draft, "extractive fallback", True, "; ".join(notes), tokens
+                    return None, prov.name, False, "; ".join(notes), tokens, failed
+                return draft, "extractive fallback", True, "; ".join(notes), tokens, failed
             draft = self._check_llm(out.text, evidence)
             if draft.sentences:
-                return draft, f"{prov.name}", False, "; ".join(notes), tokens
+                return draft, f"{prov.name}", False, "; ".join(notes), tokens, failed
             notes.append(f"{prov.name} rejected: no cited, supported sentence")
             rejected += draft.dropped
         draft = extract(best, evidence)
         draft.dropped = rejected + draft.dropped
         provider = "extractive fallback" if self.providers else "extractive"
         # A model whose output was rejected still ran: its tokens stay in the trace.
-        return draft, provider, True, "; ".join(notes), spent
+        return draft, provider, True, "; ".join(notes), spent, failed
 
     def _check_llm(self, text: str, evidence: list[Evidence]) -> Draft:
         t = time.perf_counter()
