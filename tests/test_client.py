@@ -197,6 +197,11 @@ def test_status_mapping_without_an_api_body():
     with _mock(429, "", {"Retry-After": later}) as c, pytest.raises(RateLimited) as rl:
         c.health()
     assert rl.value.retry_after is not None and 100 < rl.value.retry_after <= 120
+    # Admission control's 503 says when to come back too.
+    err = json.dumps({"error": {"code": "overloaded", "message": "busy", "retry_after": 2}})
+    with _mock(503, err, {"Retry-After": "2"}) as c, pytest.raises(Unavailable) as un:
+        c.health()
+    assert un.value.code == "overloaded" and un.value.retry_after == 2.0
     cases = [
         (503, "<html>upstream down</html>", Unavailable, "unavailable"),
         (401, "", Unauthorized, "unauthorized"),

@@ -105,8 +105,8 @@ class ValidationFailed(APIError):
     http_status, default_code = 422, "validation_error"
 
 
-class RateLimited(APIError):
-    http_status, default_code = 429, "rate_limited"
+class _RetryAfter(APIError):
+    """An error that says when to come back (429 and 503 carry ``Retry-After``)."""
 
     @property
     def retry_after(self) -> float | None:
@@ -124,7 +124,13 @@ class RateLimited(APIError):
             return None
 
 
-class Unavailable(APIError):
+class RateLimited(_RetryAfter):
+    http_status, default_code = 429, "rate_limited"
+
+
+class Unavailable(_RetryAfter):
+    """503: overloaded (admission control) or not ready yet."""
+
     http_status, default_code = 503, "unavailable"
 
 
