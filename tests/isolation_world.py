@@ -117,7 +117,7 @@ def build(tmp: Path, spec: dict[str, Any], emb: Any, llm_url: str) -> tuple[Serv
                 world.jobs[r["job_id"]] = ref
             else:
                 world.units[r["unit_id"]] = ref
-    world.requests = spec["requests"]
+    world.requests = list(spec["requests"])  # probes are added per check
     # A document is charged to its first creator (ingest runs creator by creator, in order).
     for c in CREATORS:
         for _, ref in by_creator[c]:
@@ -125,12 +125,42 @@ def build(tmp: Path, spec: dict[str, Any], emb: Any, llm_url: str) -> tuple[Serv
     return svc, world
 
 
+def patch_target(world: World, patch: dict[str, Any]) -> dict[str, Any]:
+    """The Unit whose document is re-permissioned after the first round."""
+    order = list(world.units.values())
+    return order[patch["unit"] % len(order)]
+
+
+def add_probes(world: World, patch: dict[str, Any]) -> None:
+    """Before the first round: every reader of the patch target asks for it by its marker in a
+    grant that covers it, so the round after the re-permission meets a cached entry that held
+    the document (random requests rarely did: the stale-cache mutation went unseen)."""
+    target = patch_target(world, patch)
+    q = list(world.units.values()).index(target)
+    for i, p in enumerate(world.principals):
+        grants = sorted(g for g in p.grants if ref_inside(target["scope"], g))
+        if p.reads and grants and world.unit_readable(target, p, p.grants):
+            world.requests.append(
+                {
+                    "who": i,
+                    "scope": grants[0],
+                    "q": q,
+                    "mode": "hybrid",
+                    "doc_filter": None,
+                    "owner_filter": None,
+                    "group_filter": None,
+                    "page": 100,
+                    "via": "query",
+                }
+            )
+
+
 def repermission(svc: Service, world: World, patch: dict[str, Any]) -> None:
     """PATCH one document's groups through the service, as the operator would, and apply the
     same change to the reference: the Units of that doc at or under the target's scope that the
     operator can see (it is an admin, so it may change any of them)."""
     order = list(world.units.values())
-    target = order[patch["unit"] % len(order)]
+    target = patch_target(world, patch)
     roots = tuple(sorted({u["scope"].split("/")[0] for u in order}))
     op = builder("operator", roots)
     hit = [
@@ -211,6 +241,8 @@ class Harness:
             async with httpx.AsyncClient(
                 transport=transport, base_url="http://t", event_hooks=hooks
             ) as c:
+                if patch is not None:
+                    add_probes(world, patch)
                 checker = Checker(c, svc, world, llm, paths)
                 await checker.run()
                 if patch is not None:
