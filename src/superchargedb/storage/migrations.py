@@ -232,6 +232,11 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:
+            # Another process (a server and a `superchargedb worker` starting together) may
+            # have applied it between our read of ``done`` and taking the write lock.
+            if conn.execute("SELECT 1 FROM schema_migrations WHERE name = ?", (name,)).fetchone():
+                conn.execute("COMMIT")
+                continue
             for stmt in _statements(sql):
                 conn.execute(stmt)
             conn.execute(
