@@ -66,7 +66,7 @@ def markdown(rep: dict[str, Any]) -> str:
         "|---|---|",
     ]
     for k, v in sorted(s.items()):
-        lines.append(f"| {k} | {v} |")
+        lines.append(f"| {k} | {round(v, 1) if isinstance(v, float) else v} |")
     lines += [
         "",
         "What a world is: tenants with look-alike scopes (`acme/alpha` vs `acme/alphabet`, case, "
