@@ -15,8 +15,14 @@ from typing import Any
 
 import numpy as np
 
-FR_BUDGET = 0.04  # at most this share of CALIBRATION in-scope questions refused...
-OOS_TARGET = 0.955  # ...and at least this share of its out-of-scope ones (0.95 plus a margin)
+# The goals (issue #4): at most 5 % of answerable questions refused, at least 95 % of out-of-scope
+# ones. The threshold must meet them on articles it never saw, so on CALIBRATION it must meet them
+# with a margin for sampling error: a one-sided 90 % Wilson bound (z = 1.2816) of each rate on the
+# half's ~620 questions (a point estimate of 0.955 only gave 0.947 on REPORT: the margin it had,
+# 0.005, is less than one standard error, ~0.009).
+FR_GOAL = 0.05  # the upper bound of CALIBRATION's false-refusal rate must stay within this...
+OOS_GOAL = 0.95  # ...and the lower bound of its out-of-scope refusal rate must reach this
+Z = 1.2816  # one-sided 90 %
 L2 = 1e-2  # ridge on the standardised features (keeps the fit stable; barely moves it)
 NEVER_REFUSE = -1e9  # SCDB_ANSWER_MIN_SCORE for the calibration run: nothing is refused
 THRESHOLDS = np.round(np.arange(-6.0, 6.0001, 0.05), 2)
@@ -213,15 +219,31 @@ def rates(t: Table, scores: np.ndarray, threshold: float) -> dict[str, float | N
     }
 
 
-def choose_threshold(t: Table, scores: np.ndarray, oos_target: float, fr_budget: float) -> float:
+def wilson(p: float, n: int, z: float) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``p`` observed on ``n`` trials (z = 0: ``(p, p)``)."""
+    if n == 0 or z == 0:
+        return p, p
+    d = 1 + z * z / n
+    c = p + z * z / (2 * n)
+    h = z * float(np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)))
+    return (c - h) / d, (c + h) / d
+
+
+def choose_threshold(
+    t: Table, scores: np.ndarray, oos_goal: float, fr_goal: float, z: float = Z
+) -> float:
     """The lowest threshold (most answers, best recall) whose out-of-scope refusal reaches the
-    target within the false-refusal budget; failing that, the highest within the budget."""
+    goal within the false-refusal goal, both with a ``z`` margin (Wilson bounds on ``t``'s
+    counts); failing that, the highest within the false-refusal goal."""
+    n_in, n_oos = int(t.is_in.sum()), int((~t.is_in).sum())
     ok, within = [], []
     for th in THRESHOLDS:
         r = rates(t, scores, float(th))
-        if (r["false_refusal_rate"] or 0.0) <= fr_budget + 1e-12:
+        fr_hi = wilson(r["false_refusal_rate"] or 0.0, n_in, z)[1]
+        oos_lo = wilson(r["oos_refusal_rate"] or 0.0, n_oos, z)[0]
+        if fr_hi <= fr_goal + 1e-12:
             within.append(float(th))
-            if (r["oos_refusal_rate"] or 0.0) >= oos_target - 1e-12:
+            if oos_lo >= oos_goal - 1e-12:
                 ok.append(float(th))
     if ok:
         return min(ok)
@@ -249,7 +271,7 @@ def cross_validated(t: Table, names: Sequence[str], folds: int = 4) -> dict[str,
         test = np.array([r.q.article in held for r in t.recs])
         w, b = fit_logistic(t.x[~test], t.is_in[~test].astype(float))
         scores[test] = t.x[test] @ w + b
-    th = choose_threshold(t, scores, OOS_TARGET, FR_BUDGET)
+    th = choose_threshold(t, scores, OOS_GOAL, FR_GOAL)
     return {"folds": folds, "threshold": th, **rates(t, scores, th)}
 
 
@@ -284,11 +306,11 @@ def calibrate(cal: Sequence[Any], rep: Sequence[Any], replayer: Replayer) -> dic
     tc, tr = table(cal, replayer, names), table(rep, replayer, names)
     w, b = fit_logistic(tc.x, tc.is_in.astype(float))
     sc, sr = tc.x @ w + b, tr.x @ w + b
-    th = choose_threshold(tc, sc, OOS_TARGET, FR_BUDGET)
+    th = choose_threshold(tc, sc, OOS_GOAL, FR_GOAL)
     weights = {k: round(float(v), 4) for k, v in zip(names, w, strict=True)}
     frontier = []
     for target in FRONTIER_OOS:
-        t = choose_threshold(tc, sc, target, 1.0)
+        t = choose_threshold(tc, sc, target, 1.0, z=0.0)
         frontier.append(
             {
                 "oos_target": target,
@@ -312,8 +334,9 @@ def calibrate(cal: Sequence[Any], rep: Sequence[Any], replayer: Replayer) -> dic
     return {
         "objective": f"answerability: logistic fit (in scope vs out of scope) on CALIBRATION,"
         f" L2 {L2} on standardised features; threshold = the lowest on a"
-        f" {THRESHOLDS[1] - THRESHOLDS[0]:.2f} grid with CALIBRATION out-of-scope refusal"
-        f" >= {OOS_TARGET} and false refusals <= {FR_BUDGET:.0%}",
+        f" {THRESHOLDS[1] - THRESHOLDS[0]:.2f} grid whose CALIBRATION out-of-scope refusal is"
+        f" >= {OOS_GOAL} and false-refusal rate <= {FR_GOAL:.0%} with a margin: one-sided 90 %"
+        f" Wilson bounds (z = {Z}) on the half's counts",
         "features": names,
         "chosen": {
             "weights": weights,
