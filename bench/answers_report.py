@@ -232,7 +232,8 @@ def calibration_section(cal: dict[str, Any]) -> list[str]:
         f" {fmt(cv['citation_precision'])} (threshold {cv['threshold']:g}).",
         "",
         "Frontier of the refit: the lowest threshold reaching each out-of-scope refusal target"
-        " on CALIBRATION (no false-refusal budget), and what it gives on both halves:",
+        " on CALIBRATION (point estimates: no margin, no false-refusal budget), and what it"
+        " gives on both halves:",
         "",
         "| OOS target | threshold | CAL FR | CAL OOS refused | CAL recall | CAL precision"
         " | REP FR | REP OOS refused | REP recall | REP precision |",
