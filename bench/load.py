@@ -48,6 +48,15 @@ from tqdm import tqdm
 
 from benchserver import Server, free_port
 from loadcheck import ConsistencyChecker
+from loadmem import (
+    memlog_rows,
+    memlog_window,
+    memory_verdict,
+    plot_memlog,
+    read_memlog,
+    sample_rss,
+    smaps_summary,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path("/work/shared/eval/scifact")
@@ -320,49 +329,6 @@ def summarize(phase: Phase) -> dict[str, Any]:
     }
 
 
-# -- memory ----------------------------------------------------------------------------------
-
-
-def rss_mb(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
-
-
-def smaps_summary(pid: int) -> dict[str, float]:
-    """Resident MB by kind of mapping: where growth sits (malloc heap, thread arenas and large
-    anonymous mappings, files)."""
-    out = {"heap": 0.0, "anon_64mb_arenas": 0.0, "anon_other": 0.0, "file": 0.0, "n_anon": 0}
-    try:
-        with open(f"/proc/{pid}/smaps") as f:
-            name, size_kb = "", 0
-            for line in f:
-                parts = line.split()
-                if "-" in parts[0] and len(parts) >= 5:  # a mapping header
-                    name = parts[5] if len(parts) > 5 else ""
-                    lo, hi = (int(x, 16) for x in parts[0].split("-"))
-                    size_kb = (hi - lo) // 1024
-                elif parts[0] == "Rss:":
-                    mb = int(parts[1]) / 1024
-                    if name == "[heap]":
-                        out["heap"] += mb
-                    elif name.startswith("/"):
-                        out["file"] += mb
-                    elif not name:
-                        out["n_anon"] += 1
-                        # glibc reserves 64 MB per thread arena
-                        key = "anon_64mb_arenas" if size_kb == 65536 else "anon_other"
-                        out[key] += mb
-    except OSError:
-        pass
-    return {k: round(v, 1) for k, v in out.items()}
-
-
 def probe(url: str, current: list[Phase | None], stop: threading.Event) -> None:
     """GET /healthz every second from its own thread and connection: how long the server
     takes to answer anything at all (admission never refuses it)."""
@@ -376,39 +342,6 @@ def probe(url: str, current: list[Phase | None], stop: threading.Event) -> None:
                 continue
             if ph is not None:
                 ph.probe_ms.append((time.perf_counter() - t0) * 1000)
-
-
-async def sample_rss(
-    pid: int, every: float, series: list[tuple[float, float, str]], phase_name: list[str], t0: float
-) -> None:
-    while True:
-        mb = rss_mb(pid)
-        if mb is not None:
-            series.append((round(time.monotonic() - t0, 2), round(mb, 1), phase_name[0]))
-        await asyncio.sleep(every)
-
-
-def memory_verdict(
-    series: list[tuple[float, float, str]], start: float, end: float, warmup: float
-) -> dict[str, Any]:
-    """RSS after the warm-up against its level at the end of the warm-up (+-10 %)."""
-    pts = [(t, mb) for t, mb, _ in series if start + warmup <= t <= end]
-    if len(pts) < 2:
-        return {"samples": len(pts), "flat_within_10pct": None}
-    base = float(np.median([mb for _, mb in pts[:3]]))
-    lo, hi = min(mb for _, mb in pts), max(mb for _, mb in pts)
-    dev = max(hi - base, base - lo) / base
-    tail = [mb for t, mb in pts if t >= end - (end - start - warmup) / 4]
-    return {
-        "samples": len(pts),
-        "warmup_s": round(warmup, 1),
-        "baseline_mb": round(base, 1),
-        "min_mb": round(lo, 1),
-        "max_mb": round(hi, 1),
-        "last_quarter_mean_mb": round(float(np.mean(tail)), 1) if tail else None,
-        "max_deviation_pct": round(dev * 100, 2),
-        "flat_within_10pct": dev <= 0.10,
-    }
 
 
 # -- report ----------------------------------------------------------------------------------
@@ -507,16 +440,28 @@ def markdown(rep: dict[str, Any]) -> str:
         "## Memory over the overload",
         "",
         f"{ov['workers']} workers for {ov['seconds']:.0f} s; RSS of the server process sampled "
-        f"every {cfg['rss_interval_s']} s ({mem.get('samples')} samples after a "
-        f"{mem.get('warmup_s')} s warm-up): baseline {fmt(mem.get('baseline_mb'))} MB, "
-        f"min {fmt(mem.get('min_mb'))} MB, max {fmt(mem.get('max_mb'))} MB, last quarter "
+        f"every {cfg['rss_interval_s']} s. At the start of the overload "
+        f"{fmt(mem.get('overload_start_mb'))} MB; the verdict's baseline is the level after a "
+        f"{mem.get('warmup_s')} s warm-up (the plot shows the whole curve, warm-up included: "
+        f"the dotted line ends it): {fmt(mem.get('baseline_mb'))} MB; over the "
+        f"{mem.get('samples')} samples after it: min {fmt(mem.get('min_mb'))} MB, max (peak) "
+        f"{fmt(mem.get('max_mb'))} MB, end {fmt(mem.get('end_mb'))} MB, last quarter "
         f"{fmt(mem.get('last_quarter_mean_mb'))} MB, max deviation "
         f"{fmt(mem.get('max_deviation_pct'))} % -> "
-        f"**{'flat' if mem.get('flat_within_10pct') else 'NOT flat'} within +-10 %**.",
+        f"**{'flat' if mem.get('flat_within_10pct') else 'NOT flat'} within +-10 %** "
+        f"({fmt(mem.get('max_deviation_from_overload_start_pct'))} % from the overload's "
+        "first sample, warm-up included).",
         "",
         f"Resident MB by mapping kind (from /proc/<pid>/smaps) at the start of the overload: "
         f"{mem.get('smaps_mb_before')}; at its end: {mem.get('smaps_mb_after')}.",
         "",
+        "Where the memory sits, from the server's own memory log (`SCDB_MEMORY_LOG`, "
+        "src/superchargedb/memstats.py) over the same window: malloc in use/free across all "
+        "arenas (glibc `mallinfo2`; mmap = large blocks such as onnxruntime's arena), SQLite's "
+        "allocations (page caches of every connection), the bounded caches, threads, and the "
+        "data itself (Units indexed, catalog file size: ingest during the overload adds data).",
+        "",
+        memlog_rows(mem.get("log_window") or {}),
         "## Consistency under concurrent writes and reads",
         "",
         f"{cons['batches_acked']} acknowledged batches ({cons['units_acked']} Units), "
@@ -546,7 +491,7 @@ def plot(rep: dict[str, Any], path: Path) -> str | None:
         return "matplotlib is not installed (scripts/install_bench.sh); no plot"
     rows = rep["levels"] + [rep["overload"]]
     labels = [f"{r['workers']}" + (" (ovl)" if r["name"] == "overload" else "") for r in rows]
-    fig, ax = plt.subplots(1, 3, figsize=(17, 4.8))
+    fig, ax = plt.subplots(1, 4, figsize=(22, 4.8))
     for q, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
         ax[0].plot(labels, [r["latency_ok_ms"][q] or np.nan for r in rows], style, label=q)
     ax[0].set_yscale("log")
@@ -573,6 +518,9 @@ def plot(rep: dict[str, Any], path: Path) -> str | None:
     ax[2].set_xlabel("seconds since start of the load")
     ax[2].set_ylabel("server RSS (MB)")
     ax[2].set_title("RSS over time (shaded: overload)")
+    if mem.get("warmup_s") is not None:
+        ax[2].axvline(rep["overload"]["t_start"] + mem["warmup_s"], color="grey", ls=":", lw=1)
+    plot_memlog(ax[3], rep.get("memory_log") or [], rep["wall0"])
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -617,6 +565,7 @@ async def drive(
             client, keys, queries, texts, mix, args.ingest_pool, args.retry_cap, args.seed
         )
         t0 = time.monotonic()
+        wall0 = time.time()  # the server's memory log stamps wall-clock time
         sampler = asyncio.create_task(sample_rss(pid, args.rss_interval, series, current, t0))
         bar = tqdm(total=int(total), desc="load", unit="s", file=sys.stderr)
 
@@ -672,6 +621,7 @@ async def drive(
         over["memory"]["smaps_mb_before"] = smaps_before
         over["memory"]["smaps_mb_after"] = smaps_summary(pid)
         return {
+            "wall0": wall0,
             "levels": results,
             "overload": over,
             "rss_series": series,
@@ -691,6 +641,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retry-cap", type=float, default=1.0, help="max back-off after 429/503 (s)")
     ap.add_argument("--timeout", type=float, default=30.0, help="client timeout (s): a failure")
     ap.add_argument("--rss-interval", type=float, default=2.0)
+    ap.add_argument(
+        "--memory-log",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="have the server log where its memory sits (SCDB_MEMORY_LOG) for the report",
+    )
+    ap.add_argument("--memory-log-interval", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument(
         "--server-env", action="append", default=[], help="KEY=VALUE for the server (repeatable)"
@@ -707,7 +664,13 @@ def main(argv: list[str] | None = None) -> int:
     texts = [d["text"] for d in docs]
     data_dir = Path(tempfile.mkdtemp(prefix="scdb-bench-load-"))
     log_dir = Path(tempfile.mkdtemp(prefix="scdb-bench-log-"))
-    server = Server(data_dir, free_port(), log_dir / "server.log", server_env(args.server_env))
+    extra = list(args.server_env)
+    if args.memory_log:
+        extra += [
+            f"SCDB_MEMORY_LOG={log_dir / 'memory.jsonl'}",
+            f"SCDB_MEMORY_LOG_INTERVAL_S={args.memory_log_interval}",
+        ]
+    server = Server(data_dir, free_port(), log_dir / "server.log", server_env(extra))
     try:
         server.start()
         assert server.proc is not None
@@ -715,6 +678,7 @@ def main(argv: list[str] | None = None) -> int:
             st = setup(c, docs, args.principals)
         out = asyncio.run(drive(args, server.url, server.proc.pid, st, queries[:300], texts))
         alive = server.proc.poll() is None
+        memlog = read_memlog(log_dir / "memory.jsonl")
     except BaseException:
         print(f"server log tail:\n{server.log_tail()}", file=sys.stderr)
         raise
@@ -753,7 +717,14 @@ def main(argv: list[str] | None = None) -> int:
         },
         "setup": {k: v for k, v in st.items() if k != "keys"},
         **out,
+        "memory_log": memlog,
     }
+    ov = rep["overload"]
+    ov["memory"]["log_window"] = memlog_window(
+        memlog,
+        out["wall0"] + ov["t_start"] + ov["memory"].get("warmup_s", 0.0),
+        out["wall0"] + ov["t_end"] + args.memory_log_interval,
+    )
     rep["verdict"] = {
         "server_alive": alive,
         "no_failures": all(r["failures"] == 0 for r in rows),

@@ -92,7 +92,12 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
                 cache_size=settings.embed_cache_size,
                 owns_inner=embedder is None,
             )
-            self.catalog = Catalog(data / "catalog.db", settings.sqlite_synchronous)
+            self.catalog = Catalog(
+                data / "catalog.db",
+                settings.sqlite_synchronous,
+                writer_cache_mb=settings.sqlite_cache_mb,
+                reader_cache_mb=settings.sqlite_reader_cache_mb,
+            )
             self.audit_key = audit.load_key(settings.audit_key_file)
             self.audit_anchor = audit.anchor_path(data, settings.audit_anchor_file)
             if stale_count(self.catalog, self.embedder.model_id):
@@ -224,6 +229,22 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
                         self.sync.apply_pending()
             except Exception:
                 log.exception("outbox tail error")
+
+    def memory_gauges(self) -> dict[str, float]:
+        """Sizes of the in-process caches and indexes (memstats.MemoryLog)."""
+        mb = 2**20
+        wal = self.catalog.path.with_name(self.catalog.path.name + "-wal")
+        return {
+            "result_cache_mb": round(self.cache.nbytes / mb, 2),
+            "candidate_cache_mb": round(self.searcher.candidates.nbytes / mb, 2),
+            "candidate_cache_entries": len(self.searcher.candidates),
+            "embed_cache_entries": (
+                self.embedder.cache_len() if isinstance(self.embedder, EmbedExecutor) else 0
+            ),
+            "units_indexed": float(sum(self.store.count(p) for p in PLANES)),
+            "catalog_db_mb": round(self.catalog.path.stat().st_size / mb, 2),
+            "catalog_wal_mb": round(wal.stat().st_size / mb, 2) if wal.exists() else 0.0,
+        }
 
     def _register_gauges(self) -> None:
         m = self.metrics

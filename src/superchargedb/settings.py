@@ -120,16 +120,31 @@ class Settings(BaseSettings):
     latency_target_answer_s: float = 8.0
     latency_target_other_s: float = 1.0
 
-    # Cache
+    # Caches (every one bounded; docs/settings.md lists them all)
     cache_max_bytes: int = 64 * 1024 * 1024
+    candidate_cache_max_bytes: int = 32 * 1024 * 1024  # readable ids + exact-scan matrices
 
     # Durability (DECISIONS 45)
     sqlite_synchronous: str = Field(default="FULL", pattern="^(FULL|NORMAL)$")
+    # SQLite page cache per connection: the writer, and each worker thread's reader
+    sqlite_cache_mb: int = Field(default=64, ge=1)
+    sqlite_reader_cache_mb: int = Field(default=8, ge=1)
 
     # Audit chain key file: kept outside the data dir (DECISIONS 46).
     audit_key_file: Path | None = None
     # Signed head checkpoint, also outside the data dir (default under ~/.config/superchargedb).
     audit_anchor_file: Path | None = None
+
+    # glibc malloc, applied by `superchargedb serve` before its threads start (memstats.py):
+    # arenas (0 = glibc's 8 per core; MALLOC_ARENA_MAX in the environment wins) and how often
+    # free heap pages are handed back to the OS (0 = never)
+    malloc_arena_max: int = Field(default=2, ge=0)
+    malloc_trim_s: float = Field(default=30.0, ge=0)
+
+    # Debug: append a memory sample (RSS, malloc, SQLite, threads, caches; tracemalloc growth
+    # when PYTHONTRACEMALLOC is set) to this file every interval (memstats.py).
+    memory_log: Path | None = None
+    memory_log_interval_s: float = 10.0
 
     # Test-only fault injection: name of a crash point at which the process SIGKILLs itself.
     crash_at: str | None = None

@@ -64,6 +64,12 @@ def serve(
 
     configure()
     settings = Settings(data_dir=data, host=host, port=port)
+    from ..memstats import Trimmer, limit_arenas
+
+    # Before the Service and uvicorn start any thread: arenas are created per thread on demand.
+    limit_arenas(settings.malloc_arena_max)
+    trimmer = Trimmer(settings.malloc_trim_s)
+    trimmer.start()
     if demo and "SCDB_ANSWER_PROVIDERS" not in os.environ:
         # With the [llm] extra installed, the local model is first in the demo's chain.
         from ..answer.local_llm import LocalLlamaProvider
@@ -74,6 +80,12 @@ def serve(
     # uvicorn re-raises SIGTERM after its graceful shutdown; with the default action that kills
     # the process before svc.close() (final checkpoint, audit anchor, usage flush) can run.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    memlog = None
+    if settings.memory_log is not None:
+        from ..memstats import MemoryLog
+
+        memlog = MemoryLog(settings.memory_log, settings.memory_log_interval_s, svc.memory_gauges)
+        memlog.start()
     try:
         if demo:
             from ..demo import seed
@@ -84,6 +96,9 @@ def serve(
         typer.echo(f"SuperChargeDB listening on http://{host}:{port} (data: {data})")
         uvicorn.run(create_app(svc), host=host, port=port, log_level="warning")
     finally:
+        if memlog is not None:
+            memlog.stop()
+        trimmer.stop()
         svc.close()
 
 

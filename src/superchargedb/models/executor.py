@@ -149,6 +149,10 @@ class EmbedExecutor:
         return vec
 
     # -- the worker ------------------------------------------------------------------------
+    def cache_len(self) -> int:
+        """Query vectors cached (at most ``cache_size``)."""
+        return len(self._cache)
+
     def _take(self) -> tuple[list[_Request], tuple[_Request, np.ndarray] | None] | None:
         """The next unit of work: interactive requests (batched), else one bulk slice."""
         with self._cond:

@@ -57,6 +57,14 @@ class ResultCache:
         self.hits = 0
         self.misses = 0
 
+    @property
+    def nbytes(self) -> int:
+        """Serialized bytes held (at most ``max_bytes``)."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._data)
+
     def get(self, key: str) -> Any | None:
         with self._lock:
             raw = self._data.get(key)

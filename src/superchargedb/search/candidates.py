@@ -42,13 +42,30 @@ class Candidates:
 
 
 class CandidateCache:
-    """LRU of :class:`Candidates` bounded by bytes (ids + matrices)."""
+    """LRU of :class:`Candidates` bounded by bytes (ids + matrices), dropping stale epochs.
 
-    def __init__(self, max_bytes: int = 256 * 2**20) -> None:
+    Keys hold the applied outbox watermark, so after any write every older entry is unreachable.
+    Left to age out of the LRU, those dead entries (up to ``max_bytes`` of id arrays and float32
+    matrices, one set per principal and predicate per write) filled the cache under a steady
+    ingest and kept it full: the load test's RSS grew while no live entry was reused. ``put``
+    with a newer ``epoch`` (the watermark) therefore drops every entry of an older one, and a
+    late ``put`` from a query that read an older watermark is not cached at all.
+    """
+
+    def __init__(self, max_bytes: int = 32 * 2**20) -> None:
         self.max_bytes = max_bytes
         self._data: OrderedDict[tuple[Any, ...], Candidates] = OrderedDict()
+        self._epochs: dict[tuple[Any, ...], int] = {}
+        self._epoch = 0
         self._size = 0
         self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        return self._size
+
+    def __len__(self) -> int:
+        return len(self._data)
 
     def get(self, key: tuple[Any, ...]) -> Candidates | None:
         with self._lock:
@@ -57,18 +74,33 @@ class CandidateCache:
                 self._data.move_to_end(key)
             return c
 
-    def put(self, key: tuple[Any, ...], c: Candidates) -> None:
+    def put(self, key: tuple[Any, ...], c: Candidates, epoch: int = 0) -> None:
         with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._size -= old.nbytes
+            if epoch < self._epoch:
+                return  # built from an older watermark: no later query asks for it
+            if epoch > self._epoch:
+                self._epoch = epoch
+                for k in [k for k, e in self._epochs.items() if e < epoch]:
+                    self._drop(k)
+            self._drop(key)
             if c.nbytes > self.max_bytes // 4:
                 return
             self._data[key] = c
+            self._epochs[key] = epoch
             self._size += c.nbytes
-            while self._size > self.max_bytes and self._data:
-                _, ev = self._data.popitem(last=False)
-                self._size -= ev.nbytes
+            self._evict()
+
+    def _drop(self, key: tuple[Any, ...]) -> None:
+        old = self._data.pop(key, None)
+        self._epochs.pop(key, None)
+        if old is not None:
+            self._size -= old.nbytes
+
+    def _evict(self) -> None:
+        while self._size > self.max_bytes and self._data:
+            k, ev = self._data.popitem(last=False)
+            self._epochs.pop(k, None)
+            self._size -= ev.nbytes
 
     def grew(self, key: tuple[Any, ...], c: Candidates, before: int) -> None:
         """Account for a matrix attached to a cached entry (evicting others if needed)."""
@@ -77,11 +109,8 @@ class CandidateCache:
                 return
             self._size += c.nbytes - before
             if c.nbytes > self.max_bytes // 4:
-                self._data.pop(key)
-                self._size -= c.nbytes
-            while self._size > self.max_bytes and self._data:
-                _, ev = self._data.popitem(last=False)
-                self._size -= ev.nbytes
+                self._drop(key)
+            self._evict()
 
 
 def readable_ids(

@@ -85,7 +85,7 @@ def filter_sql(
 class Searcher:
     def __init__(self, svc: Service) -> None:
         self.svc = svc
-        self.candidates = CandidateCache()
+        self.candidates = CandidateCache(svc.settings.candidate_cache_max_bytes)
         self.lexical = LexicalLeg(svc.settings.lexical_backend, svc.sync.lexical, lambda: svc.ready)
 
     def run(
@@ -99,7 +99,8 @@ class Searcher:
         s = self.svc.settings
         depth = max(s.leg_depth, q.top_k)
         conn = self.svc.catalog.reader()
-        where, params = filter_sql(q, planes, scopes, principal, self.svc.sync.applied_seq)
+        seq = self.svc.sync.applied_seq
+        where, params = filter_sql(q, planes, scopes, principal, seq)
         dense: list[int] = []
         lexical: list[int] = []
         if q.mode in ("hybrid", "dense"):
@@ -120,6 +121,7 @@ class Searcher:
                 depth,
                 gens,
                 lambda plane: self.lexical.readable_ids(q, scopes, principal, plane),
+                epoch=seq,
             )
             trace.stages.append(Stage("vectorize", t.ms(), detail="+".join(planes) + plans))
         else:
@@ -193,6 +195,7 @@ class Searcher:
         depth: int,
         gens: tuple[tuple[str, int], ...] = (),
         index_ids: Callable[[str], np.ndarray | None] | None = None,
+        epoch: int = 0,
     ) -> tuple[list[int], str]:
         """Filtered ANN per plane, merged by cosine into one list (DECISIONS 27).
 
@@ -211,7 +214,7 @@ class Searcher:
             if cand is None:
                 ids = None if index_ids is None else index_ids(plane)
                 cand = Candidates(readable_ids(conn, where, params, plane) if ids is None else ids)
-                self.candidates.put(ck, cand)
+                self.candidates.put(ck, cand, epoch)
             if cand.ids.size == 0:
                 continue
             hits: list[tuple[int, float]] | None = None

@@ -2,6 +2,12 @@
 
 One writer connection guarded by a lock (every write is an explicit ``BEGIN IMMEDIATE``
 transaction, DECISIONS 45); one reader connection per thread, so reads never hold the writer.
+
+Each connection has its own page cache, so the catalog's memory is ``writer_cache_mb +
+threads x reader_cache_mb`` at most (``SCDB_SQLITE_CACHE_MB``, ``SCDB_SQLITE_READER_CACHE_MB``).
+Readers get a small one: there is one per worker thread (up to 40 under load), the OS page cache
+already holds the file for all of them, and 64 MB each let the catalog alone grow towards
+2.5 GB as every thread touched more of a growing file.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ class _Reader:
             self.conn.close()
 
 
-def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
+def _connect(path: Path, synchronous: str, cache_mb: int) -> sqlite3.Connection:
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA journal_mode=WAL")
@@ -44,17 +50,25 @@ def _connect(path: Path, synchronous: str) -> sqlite3.Connection:
     conn.execute("PRAGMA busy_timeout=30000")
     conn.execute("PRAGMA wal_autocheckpoint=1000")
     conn.execute("PRAGMA journal_size_limit=67108864")
-    conn.execute("PRAGMA cache_size=-65536")
+    conn.execute(f"PRAGMA cache_size=-{int(cache_mb) * 1024}")  # negative: KiB, not pages
     return conn
 
 
 class Catalog:
     """Connections to ``catalog.db``; SQL for each concept lives in its own module."""
 
-    def __init__(self, path: Path, synchronous: str = "FULL") -> None:
+    def __init__(
+        self,
+        path: Path,
+        synchronous: str = "FULL",
+        *,
+        writer_cache_mb: int = 64,
+        reader_cache_mb: int = 8,
+    ) -> None:
         self.path = path
         self._synchronous = synchronous
-        self._writer = _connect(path, synchronous)
+        self._reader_cache_mb = reader_cache_mb
+        self._writer = _connect(path, synchronous, writer_cache_mb)
         self._write_lock = threading.RLock()
         self._local = threading.local()
         self._readers: weakref.WeakSet[_Reader] = weakref.WeakSet()
@@ -65,7 +79,7 @@ class Catalog:
         """This thread's read connection (autocommit: each statement sees the latest commit)."""
         r = getattr(self._local, "reader", None)
         if r is None:
-            conn = _connect(self.path, self._synchronous)
+            conn = _connect(self.path, self._synchronous, self._reader_cache_mb)
             conn.execute("PRAGMA query_only=ON")
             r = self._local.reader = _Reader(conn)
             with self._readers_lock:
