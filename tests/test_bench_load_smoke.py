@@ -50,7 +50,7 @@ def test_load_bench_smoke(tmp_path: Path) -> None:
     cmd = [
         sys.executable, str(SCRIPT), "--levels", "1,4", "--level-seconds", "4",
         "--overload-seconds", "15", "--scifact-docs", "40", "--principals", "2",
-        "--rss-interval", "1", "--out", str(out),
+        "--rss-interval", "1", "--memory-log-interval", "1", "--out", str(out),
         "--server-env", "SCDB_INFLIGHT_SEARCH=1", "--server-env", "SCDB_QUEUE_SEARCH=1",
         "--server-env", "SCDB_INFLIGHT_ANSWER=1", "--server-env", "SCDB_QUEUE_ANSWER=0",
         "--server-env", "SCDB_QUEUE_WAIT_S=0.5",
@@ -91,6 +91,12 @@ def test_load_bench_smoke(tmp_path: Path) -> None:
     assert mem["samples"] >= 5 and 0 < mem["min_mb"] <= mem["baseline_mb"] <= mem["max_mb"]
     assert isinstance(mem["flat_within_10pct"], bool)
     assert len(rep["rss_series"]) >= 10
+    # The server's own memory log: where the memory sits, over the overload window too.
+    assert len(rep["memory_log"]) >= 5
+    assert all(x["rss_mb"] > 0 and "candidate_cache_mb" in x for x in rep["memory_log"])
+    win = mem["log_window"]
+    assert win["rss_mb"]["peak"] >= win["rss_mb"]["start"] > 0
+    assert win["candidate_cache_mb"]["peak"] <= 32  # SCDB_CANDIDATE_CACHE_MAX_BYTES
 
     cons = rep["consistency"]
     assert cons["violations"] == [], cons["violations"]

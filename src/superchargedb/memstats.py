@@ -135,8 +135,6 @@ class MemoryLog:
         self._thread.join(timeout=5)
 
     def _growth(self) -> list[str]:
-        if not tracemalloc.is_tracing():
-            return []
         snap = tracemalloc.take_snapshot().filter_traces(
             [tracemalloc.Filter(False, tracemalloc.__file__)]
         )
@@ -150,7 +148,8 @@ class MemoryLog:
         while True:
             try:
                 s = sample(self.gauges)
-                s["tracemalloc_growth"] = self._growth()
+                if tracemalloc.is_tracing():
+                    s["tracemalloc_growth"] = self._growth()
                 with open(self.path, "a") as f:
                     f.write(json.dumps(s) + "\n")
             except Exception:
