@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import threading
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
 import superchargedb  # noqa: F401  (imports onnxruntime before usearch)
+from superchargedb.answer.localize import Localizer
+from superchargedb.answer.verify import LexicalDenseChecker
 from superchargedb.models.embedder import Embedder
 from superchargedb.models.executor import EmbedExecutor
 from superchargedb.search.cache import ResultCache
@@ -103,3 +106,33 @@ def test_sqlite_page_cache_per_reader_is_the_setting(tmp_path: Path) -> None:
             assert int(w.execute("PRAGMA cache_size").fetchone()[0]) == -16 * 1024
     finally:
         cat.close()
+
+
+def test_result_cache_holds_what_it_counts() -> None:
+    """orjson keeps the buffer it grew while writing (several times the output): the cache must
+    store exact-size bytes, or 64 MB of counted bytes hold several hundred MB."""
+    cache = ResultCache(8 * 2**20)
+    value = {"hits": [{"id": i, "text": "word " * 4_000} for i in range(5)]}  # ~100 KB of JSON
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(200):
+            cache.put(f"q{i}", value)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert cache.nbytes <= cache.max_bytes
+    assert held < 1.25 * cache.nbytes + 2**20, (held, cache.nbytes)
+
+
+def test_sentence_vector_caches_do_not_pin_their_batches(embedder: Embedder) -> None:
+    """An entry that is a row view keeps the whole batch array alive: the entry bound would
+    not bound memory."""
+    texts = [f"sentence number {i} about proteins" for i in range(40)]
+    loc = Localizer(embedder, cache_size=100)
+    loc._vectors(texts)
+    chk = LexicalDenseChecker(embedder, cache_size=100)
+    chk._vectors(texts)
+    for cache in (loc._cache, chk._cache):
+        assert len(cache) == 40
+        assert all(v.base is None and v.nbytes == 4 * embedder.dim for v in cache.values())

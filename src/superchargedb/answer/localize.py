@@ -105,7 +105,8 @@ class Localizer:
             vecs = self.embedder.embed(missing)
             with self._lock:
                 for t, v in zip(missing, vecs, strict=True):
-                    self._cache[t] = v
+                    # A copy: a row view would keep its whole batch alive while cached.
+                    self._cache[t] = np.array(v, dtype=np.float32)
                 while len(self._cache) > self._size:
                     self._cache.popitem(last=False)
         with self._lock:

@@ -200,7 +200,8 @@ class LexicalDenseChecker:
         with self._lock:
             if fresh is not None:
                 for text, vec in zip(missing, fresh, strict=True):
-                    self._cache[text] = vec
+                    # A copy: a row view would keep its whole batch alive while cached.
+                    self._cache[text] = vec.copy()
             for t in texts:
                 if t in self._cache:
                     self._cache.move_to_end(t)

