@@ -209,8 +209,10 @@ class Workload:
             return "/v1/search", {"q": rng.choice(self.queries), "top_k": 10}
         if op == "answer":
             return "/v1/answer", {"q": rng.choice(self.queries), "top_k": 5}
-        # A small batch replacing a document from a bounded pool: the data set stays the same
-        # size, so memory growth can only come from the server, not from more data.
+        # A small batch replacing a document from a bounded pool (16 x --ingest-pool docs, 2-4
+        # Units each). The pool bounds the data set, but at this machine's ingest rate the
+        # overload fills only part of it: the data grows during the window, and the report shows
+        # by how much (Units indexed, catalog size) next to the server's memory.
         doc = f"load-w{wid % 16}-{rng.randrange(self.ingest_pool)}"
         units = [
             {
