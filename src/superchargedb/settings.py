@@ -130,6 +130,11 @@ class Settings(BaseSettings):
     sqlite_cache_mb: int = Field(default=64, ge=1)
     sqlite_reader_cache_mb: int = Field(default=8, ge=1)
 
+    # HTTP keep-alive of `superchargedb serve`: longer than a load balancer's idle timeout
+    # (60 s is common) and than the Retry-After a client sleeps, so a request sent on an idle
+    # connection does not meet the server closing it (uvicorn's 5 s made clients see resets).
+    keepalive_s: float = Field(default=65.0, gt=0)
+
     # Audit chain key file: kept outside the data dir (DECISIONS 46).
     audit_key_file: Path | None = None
     # Signed head checkpoint, also outside the data dir (default under ~/.config/superchargedb).

@@ -94,7 +94,13 @@ def serve(
             n = sum(r["ingested"] for r in out.values())
             typer.echo(f"demo: principals alice/bob/carol ready, {n} new Units ingested")
         typer.echo(f"SuperChargeDB listening on http://{host}:{port} (data: {data})")
-        uvicorn.run(create_app(svc), host=host, port=port, log_level="warning")
+        uvicorn.run(
+            create_app(svc),
+            host=host,
+            port=port,
+            log_level="warning",
+            timeout_keep_alive=int(settings.keepalive_s),
+        )
     finally:
         if memlog is not None:
             memlog.stop()
