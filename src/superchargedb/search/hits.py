@@ -32,10 +32,8 @@ class Snippeter:
 
     Same output as the former per-hit ``re.sub(r"\b(term|...)\w*", ..., re.IGNORECASE)``, at a
     fraction of its cost (it was a third of a search's CPU): the pattern is compiled once per
-    query, and it runs case-sensitively over the lower-cased window, so it starts with plain
-    literals that SRE skips to with its first-character scan instead of testing a word boundary
-    and every term at every position. A match that does not start a word runs to that word's end
-    and is kept unmarked. Texts whose lower-casing changes their length take the IGNORECASE path.
+    query, and it runs case-sensitively over the lower-cased window. Texts whose lower-casing
+    changes their length take the IGNORECASE path.
     """
 
     def __init__(self, terms: Sequence[str], width: int = 240) -> None:
@@ -68,17 +66,12 @@ class Snippeter:
         last = 0
         for m in self._fast.finditer(lw):
             a, b = m.span()
-            if a and _WORDCHAR.match(lw, a - 1):
-                continue  # inside a word: not a word that starts with a term
             out += (window[last:a], "<mark>", window[a:b], "</mark>")
             last = b
         if not out:
             return window
         out.append(window[last:])
         return "".join(out)
-
-
-_WORDCHAR = re.compile(r"\w")
 
 
 @functools.lru_cache(maxsize=512)
@@ -88,7 +81,9 @@ def _pattern(terms: tuple[str, ...], ignorecase: bool) -> re.Pattern[str]:
     alts = "|".join(re.escape(html.escape(t)) for t in terms)
     if ignorecase:
         return re.compile(f"\\b({alts})\\w*", re.IGNORECASE)
-    return re.compile(f"(?:{alts})\\w*")
+    # Terms are ``\w+``: ``\b`` before one is "starts a word", so matches inside words are
+    # never produced (a one-letter term matched inside most words: 4/5 of the marking time).
+    return re.compile(f"\\b(?:{alts})\\w*")
 
 
 def snippet(text: str, terms: Sequence[str], width: int = 240) -> str:

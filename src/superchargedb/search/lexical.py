@@ -19,18 +19,19 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..auth import scopes as scopes_mod
-from ..auth.scopes import group_token, owner_token, scope_token, within_any
+from ..auth.scopes import group_token, owner_token, scope_token
 from ..types import Principal
+from .visibility import Visibility
 
 if TYPE_CHECKING:
     from ..schemas import AegisQuery
-    from ..storage.sparse import Signature, SparseIndex
+    from ..storage.sparse import SparseIndex
     from .sparse_search import SparseSearcher
 
 BACKENDS = ("sparse", "fts5")
@@ -161,7 +162,7 @@ class LexicalLeg:
         sp = self._searcher
         if sp is None or (self._ready is not None and not self._ready()):
             return self._fts(conn, terms, scopes, principal, where, params, limit), "fts5"
-        phrases = [sp.term_ids(t) for t in terms]
+        phrases = sp.term_ids_many(terms)
         if any(len(p) > 1 for p in phrases):
             return self._fts(conn, terms, scopes, principal, where, params, limit), "fts5 (phrase)"
         return self._sparse(sp, conn, q, phrases, scopes, principal, planes, where, params, limit)
@@ -181,39 +182,22 @@ class LexicalLeg:
 
     def _predicate(
         self, q: AegisQuery, scopes: Sequence[str], principal: Principal, planes: Sequence[str]
-    ) -> tuple[Hashable, Callable[[Signature], bool]]:
+    ) -> tuple[Hashable, Visibility]:
         """The visibility predicate of ``hybrid.filter_sql`` over signatures, and its cache key
         (everything but doc ids, time and the watermark, which the index does not hold)."""
         f = q.filters
-        mods = frozenset(_modalities(q))
-        f_owner = f.acl.owner if f is not None and f.acl is not None else None
-        f_groups = frozenset(f.acl.groups or []) if f is not None and f.acl is not None else None
-        groups = frozenset(principal.groups)
-        plane_set = frozenset(planes)
-        scope_t = tuple(scopes)
-
-        def pred(s: Signature) -> bool:
-            scope, plane, modality, owner, sig_groups = s
-            return (
-                plane in plane_set
-                and (not mods or modality in mods)
-                and (owner == principal.name or not groups.isdisjoint(sig_groups))
-                and (f_owner is None or owner == f_owner)
-                and (not f_groups or not f_groups.isdisjoint(sig_groups))
-                and within_any(scope, scope_t)
-            )
-
-        key = (
-            scope_t,
-            principal.name,
-            groups,
-            plane_set,
-            mods,
-            f_owner,
-            f_groups,
-            frozenset(scopes_mod.MUTATIONS),  # test-only switches change the predicate
+        acl = f.acl if f is not None else None
+        vis = Visibility(
+            scopes=tuple(scopes),
+            name=principal.name,
+            groups=frozenset(principal.groups),
+            planes=frozenset(planes),
+            mods=frozenset(_modalities(q)),
+            f_owner=acl.owner if acl is not None else None,
+            f_groups=frozenset(acl.groups or []) if acl is not None else None,
+            mutations=frozenset(scopes_mod.MUTATIONS),
         )
-        return key, pred
+        return vis.key, vis
 
     def readable_ids(
         self, q: AegisQuery, scopes: Sequence[str], principal: Principal, plane: str

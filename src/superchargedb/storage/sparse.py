@@ -27,7 +27,7 @@ import sqlite3
 import threading
 import zipfile
 from collections.abc import Iterable, Sequence
-from itertools import chain
+from itertools import chain, count
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ FORMAT = 1
 _STATE_RE = re.compile(r"^state\.(?P<seq>\d+)\.npz$")
 _ROW_SQL = "SELECT id, text, context, acl, scope, plane, modality, acl_owner, acl_groups FROM units"
 Signature = tuple[str, str, str, str, tuple[str, ...]]  # scope, plane, modality, owner, groups
+_EPOCHS = count()
 
 
 class SparseIndex:
@@ -65,6 +66,9 @@ class SparseIndex:
         self._reset()
 
     def _reset(self) -> None:
+        # A new epoch per reset: query-side caches key on (epoch, version), and a reset index
+        # starts its version (and its signature ids) again from 0.
+        self.epoch = next(_EPOCHS)
         self.terms: dict[str, int] = {}
         self.term_list: list[str] = []
         self.df = np.zeros(1024, np.int64)
