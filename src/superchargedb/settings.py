@@ -38,7 +38,7 @@ class Settings(BaseSettings):
     # Retrieval
     rrf_k: int = 60
     leg_depth: int = 100  # candidates taken from each leg before fusion
-    exact_scan_max: int = 4_000  # planner: exact scan when the candidate set is at most this
+    exact_scan_max: int = 20_000  # planner: exact scan when the candidate set is at most this
     exact_scan_fraction: float = 0.01  # ... or at most this share of the plane
     hnsw_oversample: int = 20
     checkpoint_every: int = 2000  # outbox ops between index checkpoints

@@ -90,14 +90,23 @@ def snippet(text: str, terms: Sequence[str], width: int = 240) -> str:
     return Snippeter(terms, width)(text)
 
 
-def fetch_hit_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, sqlite3.Row]:
+_COLS = tuple(c.strip() for c in HIT_COLUMNS.split(","))
+_UNIT_ID, _SCOPE, _DOC_ID, _MODALITY, _PLANE, _SOURCE_URI, _MIME, _TEXT, _LOC_KIND = range(1, 10)
+_OBJECT_KEY = _COLS.index("object_key")
+
+
+def fetch_hit_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+    """Hit rows by id, as plain tuples in ``HIT_COLUMNS`` order (a ``sqlite3.Row`` per hit and
+    its by-name lookups were a third of hydration)."""
     if not rowids:
         return {}
-    return {r["id"]: r for r in conn.execute(_HYDRATE, (orjson.dumps([int(k) for k in rowids]),))}
+    cur = conn.cursor()
+    cur.row_factory = None
+    return {r[0]: r for r in cur.execute(_HYDRATE, (orjson.dumps([int(k) for k in rowids]),))}
 
 
 def build_hits(
-    rows: dict[int, sqlite3.Row],
+    rows: dict[int, tuple[Any, ...]],
     top: Sequence[tuple[int, float]],
     dense: Sequence[int],
     lexical: Sequence[int],
@@ -113,25 +122,34 @@ def build_hits(
         r = rows.get(key)
         if r is None:  # deleted between ranking and hydration
             continue
-        loc = Locator.from_row(r) if r["loc_kind"] is not None else None
+        # Locators and object links are rare: only their rows get a by-name view.
+        has_loc, has_obj = r[_LOC_KIND] is not None, bool(r[_OBJECT_KEY])
+        named = dict(zip(_COLS, r, strict=True)) if has_loc or has_obj else None
+        loc = Locator.from_row(named) if has_loc else None
         ranks: dict[str, int | None] = {"dense": d_rank.get(key), "lexical": l_rank.get(key)}
         if rr_rank:
             ranks["rerank"] = rr_rank.get(key)
+        text = r[_TEXT]
         hits.append(
             {
-                "unit_id": r["unit_id"],
+                "unit_id": r[_UNIT_ID],
                 "score": round(score, 6),
-                "plane": r["plane"],
-                "modality": r["modality"],
-                "doc_id": r["doc_id"],
-                "scope": r["scope"],
-                "source_uri": r["source_uri"],
-                "mime": r["mime"],
-                "text": r["text"],
-                "snippet": snip(r["text"]),
+                "plane": r[_PLANE],
+                "modality": r[_MODALITY],
+                "doc_id": r[_DOC_ID],
+                "scope": r[_SCOPE],
+                "source_uri": r[_SOURCE_URI],
+                "mime": r[_MIME],
+                "text": text,
+                "snippet": snip(text),
                 "locator": loc.to_dict() if loc else None,
-                "link": units_sql.unit_link(r) if r["object_key"] else None,
+                "link": units_sql.unit_link(named) if has_obj else None,
                 "ranks": ranks,
             }
         )
     return hits
+
+
+def hit_unit_id(row: tuple[Any, ...]) -> str:
+    """The ``unit_id`` of a row from :func:`fetch_hit_rows` (RRF tie-break)."""
+    return str(row[_UNIT_ID])

@@ -20,7 +20,7 @@ from ..storage import units as units_sql
 from ..types import Principal, Stage, Trace
 from .candidates import CandidateCache, Candidates, exact_top, readable_ids, use_exact
 from .fusion import rrf
-from .hits import build_hits, fetch_hit_rows
+from .hits import build_hits, fetch_hit_rows, hit_unit_id
 from .hits import snippet as snippet  # re-exported: callers import it from here
 from .lexical import LexicalLeg, query_terms, recheck
 from .rerank import rerank_stage
@@ -161,7 +161,7 @@ class Searcher:
         rows = fetch_hit_rows(conn, [k for k, _ in top])
         if not rr_rank:
             # Ties in RRF are broken by unit_id (DECISIONS 27); a reranked order is kept as is.
-            top.sort(key=lambda kv: (-kv[1], rows[kv[0]]["unit_id"] if kv[0] in rows else ""))
+            top.sort(key=lambda kv: (-kv[1], hit_unit_id(rows[kv[0]]) if kv[0] in rows else ""))
         hits = build_hits(rows, top, dense, lexical, terms, rr_rank)
         trace.stages.append(Stage("hydrate", t.ms(), detail=f"{len(hits)} hits"))
         return hits

@@ -40,7 +40,7 @@ class SparseSearcher:
         self.ix = index
         self._lock = threading.Lock()
         self._cols = SigColumns()  # the signatures as columns (visibility.py)
-        self._masks: OrderedDict[tuple[Hashable, int], tuple[np.ndarray, bool]] = OrderedDict()
+        self._masks: OrderedDict[tuple[Hashable, int, int], tuple[np.ndarray, bool]] = OrderedDict()
         self._kd: tuple[tuple[int, int, int], np.ndarray] | None = None
         self._local = threading.local()  # per-thread score buffers, reused across queries
 
