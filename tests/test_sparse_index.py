@@ -397,3 +397,18 @@ def test_other_format_is_rebuilt(tmp_path: Path) -> None:
     assert sync.lexical is not None and sync.lexical.n_docs == 120
     assert_same_as_fts5(cat, sync)
     cat.close()
+
+
+def test_term_ids_many_equals_term_ids(tmp_path: Path) -> None:
+    """One oracle run for a query's unseen words gives each word's own term ids."""
+    from superchargedb.search.sparse_search import SparseSearcher
+
+    cat, sync = open_dir(tmp_path)
+    write(cat, sync, texts(), 0, 9)
+    assert sync.lexical is not None
+    words = [w for q in queries() for w in query_terms(q)]
+    words += ["err_7731", "unseenword", "running", "x_y_z", "café", "naïve"]
+    fresh = SparseSearcher(sync.lexical)
+    batch = fresh.term_ids_many(words)
+    assert batch == [SparseSearcher(sync.lexical).term_ids(w) for w in words]
+    cat.close()
