@@ -136,3 +136,16 @@ def test_sentence_vector_caches_do_not_pin_their_batches(embedder: Embedder) -> 
     for cache in (loc._cache, chk._cache):
         assert len(cache) == 40
         assert all(v.base is None and v.nbytes == 4 * embedder.dim for v in cache.values())
+
+
+def test_default_candidate_cache_keeps_a_matrix_of_the_exact_scan_ceiling() -> None:
+    """The planner scans up to ``exact_scan_max`` candidates exactly from a cached matrix: one
+    such matrix must fit the default bound's per-entry share, or every query re-copies it."""
+    from superchargedb.settings import Settings
+
+    s = Settings()
+    cache = CandidateCache(s.candidate_cache_max_bytes)
+    big = candidates(s.exact_scan_max, dim=384)
+    cache.put(("text", "ten-percent", (1,), ()), big, epoch=1)
+    assert cache.get(("text", "ten-percent", (1,), ())) is big
+    assert cache.nbytes <= cache.max_bytes

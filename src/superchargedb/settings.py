@@ -122,7 +122,10 @@ class Settings(BaseSettings):
 
     # Caches (every one bounded; docs/settings.md lists them all)
     cache_max_bytes: int = 64 * 1024 * 1024
-    candidate_cache_max_bytes: int = 32 * 1024 * 1024  # readable ids + exact-scan matrices
+    # Readable ids + exact-scan matrices. An entry may take a quarter of it: 128 MB lets one
+    # matrix of exact_scan_max (20,000 x 384 float32, ~31 MB) stay cached (32 MB re-copied
+    # every 10 %-filter matrix at 100k Units out of the index on each query).
+    candidate_cache_max_bytes: int = 128 * 1024 * 1024
 
     # Durability (DECISIONS 45)
     sqlite_synchronous: str = Field(default="FULL", pattern="^(FULL|NORMAL)$")

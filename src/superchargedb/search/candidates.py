@@ -52,7 +52,7 @@ class CandidateCache:
     late ``put`` from a query that read an older watermark is not cached at all.
     """
 
-    def __init__(self, max_bytes: int = 32 * 2**20) -> None:
+    def __init__(self, max_bytes: int = 128 * 2**20) -> None:
         self.max_bytes = max_bytes
         self._data: OrderedDict[tuple[Any, ...], Candidates] = OrderedDict()
         self._epochs: dict[tuple[Any, ...], int] = {}
