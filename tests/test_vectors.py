@@ -252,7 +252,14 @@ def test_compaction_keeps_live_set(tmp_path: Path) -> None:
     assert not store.needs_compaction("text") and store.tombstones("text") == 0
     np.testing.assert_array_equal(store.keys("text"), live)
     np.testing.assert_array_equal(store.get("text", live), vecs)
-    assert [h for h, _ in store.search("text", x[2], 10)] == [h for h, _ in hits_before]
+    # HNSW is approximate and the rebuilt graph differs: judge both against the exact top 10
+    # of the live set (an identical order before and after failed now and then under load).
+    q = x[2] / np.linalg.norm(x[2])
+    sims = (vecs.astype(np.float32) / np.linalg.norm(vecs, axis=1, keepdims=True)) @ q
+    exact = {int(k) for k in live[np.argsort(-sims)[:10]]}
+    after = [h for h, _ in store.search("text", x[2], 10)]
+    assert len(after) == 10 and set(after) <= {int(k) for k in live}
+    assert len(exact & set(after)) >= 9 and len(exact & {h for h, _ in hits_before}) >= 9
     store.checkpoint()
     assert VectorStore(tmp_path, 32, "m").load()["text"] == store.applied_seq("text")
 
