@@ -778,14 +778,16 @@ def prepare_queries(
 
 
 def prepare_scale(
-    work: Path, n: int, n_queries: int
+    work: Path, n: int, n_queries: int, cache_dir: Path, max_docs: int | None = None
 ) -> tuple[list[str], list[str], dict[str, Any]]:
     """The first ``n`` Units of bench/scale_data.py with their vectors, for every system (peers:
     ``units.npz``; ours: ``scale_units.jsonl`` + ``scale_vectors.npy`` for the bulk import), and
-    the SciFact test claims (real embeddings) as queries, each with its filter bucket."""
+    the SciFact test claims (real embeddings) as queries, each with its filter bucket.
+    ``max_docs`` (smoke runs) draws the text and vector pool from fewer source documents, so a
+    cold embedding cache costs seconds, not the whole pool's minutes."""
     import scale_data as SD
 
-    data = SD.ScaleData.load()
+    data = SD.ScaleData.load(cache_dir=cache_dir, max_docs=max_docs)
     recs: list[dict[str, Any]] = []
     vecs = []
     with open(work / "scale_units.jsonl", "w", encoding="utf-8") as fh:
@@ -874,7 +876,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     log_dir = work / "logs"  # kept (copied to <out>/peers-logs) only if a system failed
     log_dir.mkdir()
     if args.scale:
-        qids, docs, qprep = prepare_scale(work, args.scale, args.limit_queries or 100)
+        qids, docs, qprep = prepare_scale(
+            work, args.scale, args.limit_queries or 100, args.cache_dir, args.max_docs
+        )
         print(f"{name}: {len(docs)} Units, {len(qids)} queries", file=sys.stderr)
     else:
         qprep = prepare_queries(work, name, args.cache_dir, [queries[q] for q in qids], docs)
@@ -1479,6 +1483,11 @@ def main(argv: list[str] | None = None) -> int:
         " of a dataset; SciFact test claims as queries; writes peers_scale<N>.*",
     )
     ap.add_argument("--work-dir", type=Path, help="where the temporary data dirs go")
+    ap.add_argument(
+        "--max-docs",
+        type=int,
+        help="with --scale: source documents of the text/vector pool (smoke runs)",
+    )
     ap.add_argument(
         "--txtai-unlocked",
         action="store_true",

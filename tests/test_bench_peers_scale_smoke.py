@@ -45,7 +45,7 @@ def test_peers_scale_smoke(tmp_path: Path) -> None:
     out = tmp_path / "out"
     (tmp_path / "work").mkdir()
     cmd = [sys.executable, str(REPO / "bench" / "peers.py"), "--scale", "2000"]
-    cmd += ["--limit-queries", "10", "--rounds", "1", "--out", str(out)]
+    cmd += ["--limit-queries", "10", "--rounds", "1", "--out", str(out), "--max-docs", "240"]
     cmd += ["--work-dir", str(tmp_path / "work"), "--cache-dir", str(tmp_path / "cache")]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
