@@ -17,22 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from report_numbers import numbers
+
 REPO = Path(__file__).resolve().parent.parent
 MISSING = [m for m in ("lancedb", "txtai", "matplotlib") if importlib.util.find_spec(m) is None]
 SYSTEMS = ("ours", "lancedb", "txtai")
 CELLS = ("hybrid/1%/c1", "hybrid/10%/c1", "hybrid/100%/c1", "hybrid/100%/c8")
-
-
-def _numbers(obj, path=""):
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
-        return []
-    if isinstance(obj, int | float):
-        return [(path, float(obj))]
-    if isinstance(obj, dict):
-        return [x for k, v in obj.items() for x in _numbers(v, f"{path}.{k}")]
-    if isinstance(obj, list):
-        return [x for i, v in enumerate(obj) for x in _numbers(v, f"{path}[{i}]")]
-    return []
 
 
 @pytest.mark.slow
@@ -65,7 +55,7 @@ def test_peers_scale_smoke(tmp_path: Path) -> None:
         assert v["ours_ms"] == r["systems"]["ours"]["latency_ms"][cell][pct], key
         assert v["peer_ms"] == r["systems"][v["peer"]]["latency_ms"][cell][pct], key
         assert v["ratio"] == pytest.approx(v["ours_ms"] / v["peer_ms"], abs=1e-3), key
-    nan = [p for p, x in _numbers(r) if math.isnan(x) or math.isinf(x)]
+    nan = [p for p, x in numbers(r) if math.isnan(x) or math.isinf(x)]
     assert not nan, nan
     md = (out / "peers_scale2000.md").read_text()
     assert "Against the faster peer" in md

@@ -18,6 +18,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from report_numbers import numbers
+
 ADI = Path("/work/shared/eval/classic-adi")
 MISSING = [m for m in ("lancedb", "txtai", "matplotlib") if importlib.util.find_spec(m) is None]
 SYSTEMS = ("ours", "lancedb", "txtai")
@@ -29,18 +31,6 @@ CELLS = (
     "dense/100%/c1",
     "lexical/100%/c1",
 )
-
-
-def _walk_numbers(obj: Any, path: str = "") -> list[tuple[str, float]]:
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
-        return []
-    if isinstance(obj, int | float):
-        return [(path, float(obj))]
-    if isinstance(obj, dict):
-        return [x for k, v in obj.items() for x in _walk_numbers(v, f"{path}.{k}")]
-    if isinstance(obj, list):
-        return [x for i, v in enumerate(obj) for x in _walk_numbers(v, f"{path}[{i}]")]
-    return []
 
 
 def _pct_ok(p: dict[str, Any], what: str) -> None:
@@ -88,7 +78,7 @@ def test_bench_quick_adi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     # -- peers.json --
     r = json.loads((out / "peers.json").read_text())
     assert r["benchmark"] == "peers"
-    for path, v in _walk_numbers(r):
+    for path, v in numbers(r):
         assert math.isfinite(v), f"{path} is {v}"
     assert r["dataset"]["docs"] == 82 and r["dataset"]["queries_scored"] == 30
     assert r["hybrid+rerank"]["ran"] is False

@@ -11,9 +11,10 @@ import math
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from report_numbers import numbers
 
 REPO = Path(__file__).resolve().parent.parent
 ADI = Path("/work/shared/eval/classic-adi")
@@ -21,18 +22,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not (ADI / "corpus.jsonl").exists(), reason="ADI data not present"),
 ]
-
-
-def _numbers(obj: Any) -> list[float]:
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
-        return []
-    if isinstance(obj, int | float):
-        return [float(obj)]
-    if isinstance(obj, dict):
-        return [x for v in obj.values() for x in _numbers(v)]
-    if isinstance(obj, list):
-        return [x for v in obj for x in _numbers(v)]
-    return []
 
 
 def _run(script: str, *args: str) -> None:
@@ -56,7 +45,7 @@ def test_search_profile_smoke(tmp_path: Path) -> None:
     )
     r = json.loads((tmp_path / "search_profile.json").read_text())
     assert r["labels"] == ["now", "again"]
-    assert not [x for x in _numbers(r) if math.isnan(x)]
+    assert not [x for _, x in numbers(r) if math.isnan(x)]
     for label in r["labels"]:
         cs = r["runs"][label]["cells"]
         assert set(cs) == set(cells.split(","))
@@ -84,7 +73,7 @@ def test_ingest_throughput_smoke(tmp_path: Path) -> None:
     t = r["totals"]
     assert t["docs"] == 8 and t["units"] >= 8
     assert t["api_units_per_s"] > 0 and t["raw_texts_per_s"] > 0
-    assert 0 < t["ratio"] < 5 and not [x for x in _numbers(r) if math.isnan(x)]
+    assert 0 < t["ratio"] < 5 and not [x for _, x in numbers(r) if math.isnan(x)]
     assert [x["raw_first"] for x in r["rounds"]] == [False, True]  # the order alternates
     assert all(x["units"] == x["raw_texts"] for x in r["rounds"])
     b = r["breakdown_s"]

@@ -12,9 +12,10 @@ import math
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from report_numbers import numbers
 
 REPO = Path(__file__).resolve().parent.parent
 EVAL = Path("/work/shared/eval")
@@ -22,18 +23,6 @@ MODES = ("lexical", "dense", "hybrid")
 FILTERS = ("scope/100%", "scope/10%", "scope/1%", "acl/10%", "acl/1%")
 
 pytestmark = pytest.mark.skipif(not (EVAL / "scifact").is_dir(), reason="eval data not present")
-
-
-def _numbers(obj: Any) -> list[float]:
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
-        return []
-    if isinstance(obj, int | float):
-        return [float(obj)]
-    if isinstance(obj, dict):
-        return [x for v in obj.values() for x in _numbers(v)]
-    if isinstance(obj, list):
-        return [x for v in obj for x in _numbers(v)]
-    return []
 
 
 def test_scale_smoke(tmp_path: Path) -> None:
@@ -60,7 +49,7 @@ def test_scale_smoke(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads((out / "scale.json").read_text())
     assert r["benchmark"] == "scale" and len(r["sizes"]) == 1
-    assert not any(math.isnan(x) for x in _numbers(r))
+    assert not any(math.isnan(x) for _, x in numbers(r))
     s = r["sizes"][0]
     assert s["units"] == 2000 and s["import"]["created"] == 2000
     assert s["disk_mb"]["total"] > 0 and s["rss_mb_after_search"] > 0
