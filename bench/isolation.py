@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import quality as Q  # noqa: E402  (bench helpers: the run's environment)
+
 TEST = "tests/test_isolation_property.py"
 
 
@@ -39,16 +41,6 @@ def run_pytest(args: list[str], env: dict[str, str], basetemp: Path) -> tuple[in
     proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     sys.stdout.write(proc.stdout[-4000:])
     return proc.returncode, proc.stdout, time.perf_counter() - t0
-
-
-def commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        )
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def markdown(rep: dict[str, Any]) -> str:
@@ -110,12 +102,14 @@ def main() -> None:
             args.append(f"--hypothesis-seed={a.seed}")
         rc, out, secs = run_pytest(args, env, Path(tmp) / "bt")
         stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+        env = Q.environment()
         rep: dict[str, Any] = {
             "generated": datetime.now(UTC).isoformat(timespec="seconds"),
             "command": "bench/isolation.py " + " ".join(sys.argv[1:]),
-            "commit": commit(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
+            "commit": env["git_commit"],
+            "cpus": env["cpus"],
+            "python": env["python"],
+            "loadavg": env["loadavg"],
             "worlds_asked": a.worlds,
             "passed": rc == 0,
             "seconds": round(secs, 1),
