@@ -9,16 +9,17 @@ default (``SCDB_ANSWER_PROVIDERS=''``), every request with a 300 s budget. Both 
 the same metrics; ``answers_local.json`` holds them and ``answers.md`` gets a table
 (re-rendered from ``answers.json`` when it exists).
 
-A model answer takes from ~40 s (an idle 2-core machine) to minutes (a loaded one), so every
-answer is appended to ``<out>/answers_local.<run>.jsonl`` as it arrives and a rerun with the same
-``--out`` resumes where the last one stopped (the answers depend only on the ingested
-paragraphs, which every server ingests alike).
+A model answer takes ~30-50 s (1 thread, passages cut to 200 words) to minutes (a loaded
+machine), so every answer is appended to ``<out>/answers_local.<run>.jsonl`` as it arrives and
+a rerun with the same ``--out`` resumes where the last one stopped (the answers depend only on
+the ingested paragraphs, which every server ingests alike).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from datetime import UTC, datetime
@@ -30,6 +31,7 @@ import numpy as np
 import answers as A
 from answers_metrics import score
 from answers_report import markdown, metric_table
+from superchargedb.answer.local_llm import DEFAULT_CONTEXT_WORDS
 
 BUDGET_MS = 300_000  # per request
 RUNS = (("local", "local"), ("extractive", ""))  # (name, SCDB_ANSWER_PROVIDERS)
@@ -189,6 +191,8 @@ def summarize(
             "requests_per_server": 2 * len(sample),
             "top_k": A.TOP_K,
             "budget_ms": BUDGET_MS,
+            # Passage words the model read per request (answer/context.py); 0 = whole passages.
+            "context_words": int(os.environ.get("SCDB_LOCAL_CONTEXT_WORDS", DEFAULT_CONTEXT_WORDS)),
         },
         "model": ", ".join(models) or "local",
         "environment": A.environment(startup_s),

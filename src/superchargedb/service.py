@@ -160,12 +160,21 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         for name in [n.strip() for n in s.answer_providers.split(",") if n.strip()]:
             if name == "openai":
                 providers.append(
-                    OpenAIChatProvider(s.openai_chat_model, s.openai_base_url, s.openai_api_key)
+                    OpenAIChatProvider(
+                        s.openai_chat_model,
+                        s.openai_base_url,
+                        s.openai_api_key,
+                        context_words=s.openai_context_words or None,
+                    )
                 )
             elif name == "local":
                 from .answer.local_llm import LocalLlamaProvider
 
-                providers.append(LocalLlamaProvider(s.local_model_path))
+                providers.append(
+                    LocalLlamaProvider(
+                        s.local_model_path, context_words=s.local_context_words or None
+                    )
+                )
             else:
                 raise ValidationError(f"unknown answer provider {name!r} (openai, local)")
         return Answerer(

@@ -84,6 +84,10 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("SCDB_OPENAI_CHAT_MODEL", "OPENAI_CHAT_MODEL"),
     )
     local_model_path: Path | None = None  # GGUF for the [llm] extra (default: the packaged one)
+    # Passage words a model reads (answer/context.py): each passage cut to its best sentences;
+    # 0 = whole passages. The small local model reads slowly and copies long passages uncited.
+    local_context_words: int = 200
+    openai_context_words: int = 0
     local_compute_usd_per_s: float = 0.0000139  # ~ $0.05 per hour of a 2-vCPU machine
     support_checker: str = "lexical-dense"  # or "http:<url>" for an NLI model
     # Answerability threshold on the model's log-odds (calibrated by bench/answers.py

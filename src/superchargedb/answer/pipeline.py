@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..types import Principal, Stage, Trace
 from .answerability import MIN_SCORE, Rule, decide
 from .compose import Draft, Sentence, build_answer, is_refusal, refusal, split_markers
+from .context import passages_for
 from .extractive import extract
 from .localize import Evidence, Localizer
 from .pricing import chat_cost, compute_cost
@@ -130,8 +131,8 @@ class Answerer:
         failed = False
         rejected: list[dict[str, Any]] = []  # what rejected model outputs said, and why
         spent: dict[str, int] | None = None  # tokens of the models that ran, summed
-        passages = [Passage(ev.n, ev.hit["text"]) for ev in evidence]
         for prov in self.providers:
+            passages = passages_for(evidence, getattr(prov, "context_words", None))
             why = prov.unavailable()
             if why is not None:
                 notes.append(f"{prov.name} {why}")

@@ -51,6 +51,8 @@ class SynthOutput:
 
 class ChatProvider(Protocol):
     name: str
+    # How many words of passage text the model reads (answer/context.py); None: whole passages.
+    context_words: int | None
 
     def unavailable(self) -> str | None:
         """Why this provider cannot run (None when it can)."""
@@ -75,8 +77,10 @@ class OpenAIChatProvider:
         api_key: str | None,
         max_tokens: int = 200,
         transport: httpx.BaseTransport | None = None,
+        context_words: int | None = None,
     ) -> None:
         self.model = model
+        self.context_words = context_words
         self.base_url = (base_url or "https://api.openai.com/v1").rstrip("/")
         self.api_key = api_key
         self.max_tokens = max_tokens
