@@ -140,6 +140,14 @@ def test_negation_guard(checker: LexicalDenseChecker) -> None:
     logs = "The upstream postgres-primary was unreachable during the incident."
     s = _check(checker, "The upstream postgres-primary was reachable during the incident.", logs)
     assert not s.supported and "negation mismatch: reachable vs unreachable" in s.reasons
+    # "not just X but also Y" affirms X (a false removal of the local model's answer on XQuAD).
+    islamism = (
+        "Islamism is a controversial concept not just because it posits a political role for "
+        "Islam but also because its supporters believe their views merely reflect Islam."
+    )
+    assert _check(checker, "Islamism posits a political role for Islam [1].", islamism).supported
+    s = _check(checker, "Islamism does not posit a political role for Islam [1].", islamism)
+    assert not s.supported and any("negation mismatch" in r for r in s.reasons)
 
 
 def test_direction_guard(checker: LexicalDenseChecker) -> None:

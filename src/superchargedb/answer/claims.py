@@ -54,6 +54,8 @@ __all__ = [
     "strip_markers",
 ]
 
+#: "not <word>" that limits rather than negates.
+NOT_LIMITERS = frozenset(("only", "just", "merely", "simply", "solely"))
 #: Content tokens after a negation cue that form its scope (fewer at a clause boundary).
 NEG_SCOPE = 6
 #: Content words either side of a number in the cited text that form its context: one of them
@@ -237,7 +239,9 @@ def _soft_negation(lows: list[str], i: int) -> str:
 
 def _is_cue(lows: list[str], i: int) -> bool:
     w, nxt = lows[i], lows[i + 1] if i + 1 < len(lows) else ""
-    if w == "not" and nxt == "only":
+    # "not only/just/merely X (but also Y)" affirms X: "Islamism is controversial not just
+    # because it posits a political role for Islam" supports "Islamism posits a political role".
+    if w == "not" and nxt in NOT_LIMITERS:
         return False
     return (
         w in NEG_WORDS
