@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -23,6 +22,8 @@ import onnxruntime as ort  # imported before anything that may load usearch (D-1
 from tokenizers import Tokenizer
 
 from superchargedb.errors import UnavailableError, ValidationError
+
+from .query_cache import QueryVectorCache
 
 BUNDLED_TOKENIZER = Path(__file__).parent / "data" / "tokenizer.json"
 Vectors = np.ndarray[Any, np.dtype[np.float32]]
@@ -75,9 +76,7 @@ class _Base:
         self._counter = Tokenizer.from_file(str(tokenizer_path))
         self._counter.no_truncation()
         self._counter.no_padding()
-        self._cache: OrderedDict[str, Vectors] = OrderedDict()
-        self._cache_size = max(0, cache_size)
-        self._cache_lock = threading.Lock()
+        self._queries = QueryVectorCache(cache_size)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         raise NotImplementedError
@@ -92,20 +91,7 @@ class _Base:
 
     def embed_query(self, text: str) -> Vectors:
         """1-D unit vector; cached (read-only array) because queries repeat a lot."""
-        with self._cache_lock:
-            hit = self._cache.get(text)
-            if hit is not None:
-                self._cache.move_to_end(text)
-                return hit
-        vec = self.embed([text])[0].copy()
-        vec.flags.writeable = False  # callers share the cached array
-        if self._cache_size:
-            with self._cache_lock:
-                self._cache[text] = vec
-                self._cache.move_to_end(text)
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        return vec
+        return self._queries.get_or_embed(text, self.embed)
 
 
 class OnnxEmbedder(_Base):

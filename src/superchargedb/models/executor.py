@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import OverloadedError, UnavailableError
 from .embedder import Embedder, Vectors
+from .query_cache import QueryVectorCache
 
 
 class _Request:
@@ -68,9 +69,7 @@ class EmbedExecutor:
         self._closed = False
         self._busy = False  # the last interactive batch held more than one request
         self._last_small = False
-        self._cache: OrderedDict[str, Vectors] = OrderedDict()
-        self._cache_size = max(0, cache_size)
-        self._cache_lock = threading.Lock()
+        self._queries = QueryVectorCache(cache_size)
         self.batches = 0  # model calls made (for tests and metrics)
         self._thread = threading.Thread(target=self._loop, name="scdb-embed", daemon=True)
         self._thread.start()
@@ -134,24 +133,12 @@ class EmbedExecutor:
 
     def embed_query(self, text: str) -> Vectors:
         """1-D unit vector; cached per text (read-only array) because queries repeat."""
-        with self._cache_lock:
-            hit = self._cache.get(text)
-            if hit is not None:
-                self._cache.move_to_end(text)
-                return hit
-        vec = self.embed([text])[0].copy()
-        vec.flags.writeable = False  # callers share the cached array
-        if self._cache_size:
-            with self._cache_lock:
-                self._cache[text] = vec
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        return vec
+        return self._queries.get_or_embed(text, self.embed)
 
     # -- the worker ------------------------------------------------------------------------
     def cache_len(self) -> int:
         """Query vectors cached (at most ``cache_size``)."""
-        return len(self._cache)
+        return len(self._queries)
 
     def _take(self) -> tuple[list[_Request], tuple[_Request, np.ndarray] | None] | None:
         """The next unit of work: interactive requests (batched), else one bulk slice."""
