@@ -49,7 +49,6 @@ import os
 import platform
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +62,7 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
+import quality as Q
 from answers_calib import (
     NEVER_REFUSE,
     Outcome,
@@ -271,19 +271,6 @@ def ask_all(
     return records
 
 
-def git_commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def builtin_min_score() -> float:
     from superchargedb.answer.answerability import MIN_SCORE
 
@@ -361,7 +348,7 @@ def as_served(r: Record) -> Outcome:
 
 def environment(startup_s: float) -> dict[str, Any]:
     return {
-        "git_commit": git_commit(),
+        "git_commit": Q.git_commit(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),

@@ -46,6 +46,7 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
+import quality as Q
 from benchserver import Server, free_port
 from loadcheck import ConsistencyChecker
 from loadmem import (
@@ -529,17 +530,6 @@ def plot(rep: dict[str, Any], path: Path) -> str | None:
     return None
 
 
-def git_commit() -> str:
-    import subprocess
-
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-        ).stdout.strip()
-    except OSError:
-        return "unknown"
-
-
 # -- main ------------------------------------------------------------------------------------
 
 
@@ -712,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         },
         "environment": {
-            "git_commit": git_commit(),
+            "git_commit": Q.git_commit(),
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),

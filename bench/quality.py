@@ -121,12 +121,13 @@ def select(
     qrels: dict[str, dict[str, int]],
     limit_docs: int | None,
     limit_queries: int | None,
+    relevant_first: bool = True,
 ) -> tuple[list[str], list[str]]:
-    """(doc ids to ingest, query ids to score); the rule of bench/scifact.py ``select``.
+    """(doc ids to ingest, query ids to score).
 
-    With limits, the selected queries' relevant documents come first, the budget is filled with
-    other documents in file order, and only queries whose relevant documents were all ingested
-    are scored.
+    With ``limit_docs``, the selected queries' relevant documents come first (unless
+    ``relevant_first`` is false), the budget is filled with other documents in file order, and
+    only queries whose relevant documents were all ingested are scored.
     """
     qids = [q for q in qrels if q in queries and any(g > 0 for g in qrels[q].values())]
     if limit_queries is not None:
@@ -135,7 +136,7 @@ def select(
         docs = list(corpus)
     else:
         order: dict[str, None] = {}
-        for q in qids:
+        for q in qids if relevant_first else ():
             for d, g in qrels[q].items():
                 if g > 0 and d in corpus:
                     order[d] = None
@@ -411,15 +412,12 @@ def score(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> d
     return {k: round(v, 4) for k, v in out.items()}
 
 
-def environment() -> dict[str, Any]:
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = []
+def git_commit() -> str:
+    """The checkout's short commit, or "unknown"."""
     import subprocess
 
     try:
-        commit = subprocess.run(
+        out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
             cwd=REPO,
             capture_output=True,
@@ -427,9 +425,18 @@ def environment() -> dict[str, Any]:
             timeout=10,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        commit = "unknown"
+        out = ""
+    return out or "unknown"
+
+
+def environment() -> dict[str, Any]:
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = []
+    commit = git_commit()
     return {
-        "git_commit": commit or "unknown",
+        "git_commit": commit,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),

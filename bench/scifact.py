@@ -25,7 +25,6 @@ import platform
 import secrets
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
+import quality as Q
 from benchserver import Server, free_port
 from superchargedb.evaluation import aggregate_docs, load_beir, mrr_at_k, ndcg_at_k, recall_at_k
 
@@ -91,34 +91,6 @@ def server_env() -> dict[str, str]:
 
 
 # -- selection -------------------------------------------------------------------------------
-
-
-def select(
-    corpus: dict[str, dict[str, str]],
-    queries: dict[str, str],
-    qrels: dict[str, dict[str, int]],
-    limit_docs: int | None,
-    limit_queries: int | None,
-) -> tuple[list[str], list[str]]:
-    """(doc ids to ingest, query ids to score)."""
-    qids = [q for q in qrels if q in queries and any(g > 0 for g in qrels[q].values())]
-    if limit_queries is not None:
-        qids = qids[:limit_queries]
-    if limit_docs is None:
-        docs = list(corpus)
-    else:
-        order: dict[str, None] = {}
-        if limit_queries is not None:
-            for q in qids:  # the selected queries' relevant docs first, so the smoke scores them
-                for d, g in qrels[q].items():
-                    if g > 0 and d in corpus:
-                        order[d] = None
-        for d in corpus:
-            order[d] = None
-        docs = list(order)[:limit_docs]
-    ingested = set(docs)
-    qids = [q for q in qids if all(d in ingested for d, g in qrels[q].items() if g > 0)]
-    return docs, qids
 
 
 # -- stats -----------------------------------------------------------------------------------
@@ -347,19 +319,6 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def git_commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", type=Path, help="data dir (must be empty; default: a temp dir)")
@@ -376,7 +335,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     corpus, queries, qrels = load_beir(args.dataset, "test")
-    docs, qids = select(corpus, queries, qrels, args.limit_docs, args.limit_queries)
+    # Without a query limit the file order decides; with one, its relevant docs come first so
+    # a smoke run scores them.
+    docs, qids = Q.select(
+        corpus,
+        queries,
+        qrels,
+        args.limit_docs,
+        args.limit_queries,
+        relevant_first=args.limit_queries is not None,
+    )
     if not qids:
         print(
             "no query has all its relevant documents ingested; raise --limit-docs", file=sys.stderr
@@ -439,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                 },
             },
             "environment": {
-                "git_commit": git_commit(),
+                "git_commit": Q.git_commit(),
                 "python": platform.python_version(),
                 "platform": platform.platform(),
                 "cpus": os.cpu_count(),
