@@ -75,6 +75,22 @@ def test_snippet_matches_the_reference_on_scifact() -> None:
             assert snip(text) == reference_snippet(text, terms)
 
 
+def test_snippet_matches_the_reference_on_random_texts() -> None:
+    """Word boundaries of every kind: digits, ``_``, letters that lower-case to two code points,
+    combining marks, superscripts, HTML entities, terms inside and at the start of words."""
+    rng = random.Random(11)
+    alphabet = list("abcdeéß_019²İ &<>'\"-.\u0301") + [" "] * 4
+    words = ["ab", "abc", "b", "cab", "10", "1", "_a", "ss", "é", "amp", "lt", "i̇", "ß"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet + words) for _ in range(rng.randint(0, 120)))
+        terms = rng.sample(words, rng.randint(0, 4))
+        width = rng.choice([240, 20, 7])
+        assert Snippeter(terms, width)(text) == reference_snippet(text, terms, width), (
+            text,
+            terms,
+        )
+
+
 def test_cached_exact_scan_equals_the_store(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     store = VectorStore(tmp_path, 16, "m@1")
