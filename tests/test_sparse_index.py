@@ -288,6 +288,35 @@ def test_maxscore_equals_exhaustive(tmp_path: Path) -> None:
     cat.close()
 
 
+def test_exact_scores_from_postings_equal_forward_lists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shortlist's term frequencies from the query's postings (few phrase x segment pairs)
+    and from the documents' forward lists (many) give the same top-k, ties included."""
+    from superchargedb.search import sparse_search
+    from superchargedb.search.sparse_search import SparseSearcher
+
+    cat, sync = open_dir(tmp_path)
+    items = texts()
+    write(cat, sync, items[:150], 0, 9)  # three applies: three delta segments
+    write(cat, sync, items[150:300], 1000, 8)
+    write(cat, sync, items[300:], 2000, 7)
+    assert sync.lexical is not None and len(sync.lexical.delta) >= 3
+    sp = SparseSearcher(sync.lexical)
+    tok = sync.lexical.tok
+    for q in queries():
+        tids = [sp.term_id(t[0]) if (t := tok.tokens(w)) else None for w in query_terms(q)]
+        with sync.lexical.rw.read():
+            mask, full = sp.mask("alpha", lambda s: s[0] == "acme/alpha")
+            for k in (1, 10, 100):
+                want = sp.topk(tids, mask, k, exhaustive=True)
+                monkeypatch.setattr(sparse_search, "_POSTING_LOOKUPS", 0)
+                assert sp.topk(tids, mask, k) == want
+                monkeypatch.setattr(sparse_search, "_POSTING_LOOKUPS", 10_000)
+                assert sp.topk(tids, mask, k) == want
+    cat.close()
+
+
 def test_phrase_terms_fall_back_to_fts5(tmp_path: Path) -> None:
     cat, sync = open_dir(tmp_path)
     write(cat, sync, [*DISTRACTORS, "The error code ERR_7731 means the disk is full."], 0, 5)

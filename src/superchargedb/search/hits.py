@@ -25,6 +25,10 @@ HIT_COLUMNS = (
     " object_key"
 )
 _HYDRATE = f"SELECT {HIT_COLUMNS} FROM units WHERE id IN (SELECT value FROM json_each(?))"
+_HYDRATE_CHECKED = (
+    f"SELECT {', '.join('u.' + c.strip() for c in HIT_COLUMNS.split(','))} FROM units u"
+    " NOT INDEXED WHERE u.id IN (SELECT value FROM json_each(?))"
+)
 
 
 class Snippeter:
@@ -114,14 +118,26 @@ _UNIT_ID, _SCOPE, _DOC_ID, _MODALITY, _PLANE, _SOURCE_URI, _MIME, _TEXT, _LOC_KI
 _OBJECT_KEY = _COLS.index("object_key")
 
 
-def fetch_hit_rows(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+def fetch_hit_rows(
+    conn: sqlite3.Connection,
+    rowids: Sequence[int],
+    where: str | None = None,
+    params: Sequence[object] = (),
+) -> dict[int, tuple[Any, ...]]:
     """Hit rows by id, as plain tuples in ``HIT_COLUMNS`` order (a ``sqlite3.Row`` per hit and
-    its by-name lookups were a third of hydration)."""
+    its by-name lookups were a third of hydration). With ``where`` (a predicate on alias ``u``),
+    only the rows that satisfy it: the exact visibility re-check and the hydration in one query.
+    """
     if not rowids:
         return {}
     cur = conn.cursor()
     cur.row_factory = None
-    return {r[0]: r for r in cur.execute(_HYDRATE, (orjson.dumps([int(k) for k in rowids]),))}
+    arg = orjson.dumps([int(k) for k in rowids])
+    if where is None:
+        return {r[0]: r for r in cur.execute(_HYDRATE, (arg,))}
+    # NOT INDEXED: rowid lookups only (see lexical.recheck; a scope index range is a scan).
+    sql = f"{_HYDRATE_CHECKED} AND {where}"
+    return {r[0]: r for r in cur.execute(sql, (arg, *params))}
 
 
 def build_hits(

@@ -22,7 +22,7 @@ from .candidates import CandidateCache, Candidates, exact_top, readable_ids, use
 from .fusion import rrf
 from .hits import build_hits, fetch_hit_rows, hit_unit_id
 from .hits import snippet as snippet  # re-exported: callers import it from here
-from .lexical import LexicalLeg, query_terms, recheck
+from .lexical import LexicalLeg, query_terms
 from .rerank import rerank_stage
 
 if TYPE_CHECKING:
@@ -138,12 +138,14 @@ class Searcher:
             trace.stages.append(Stage("d1_fts", 0.0, skipped="mode=dense"))
         t = _Timer()
         fused = rrf([dense, lexical], k=s.rrf_k)
+        rows: dict[int, tuple[Any, ...]] = {}
         if dense and self.lexical.backend == "sparse":
             # Dense candidates may come from the lexical index's mask: the exact predicate has
             # the last word on every hit that leaves this function (an ACL change committed but
-            # not yet applied never shows). Lexical hits were re-checked by their leg.
+            # not yet applied never shows). The check fetches the hit rows too (one query where
+            # a re-check then a hydration took two).
             need = max(q.top_k, s.rerank_depth if q.rerank else 0)
-            fused = self._recheck_prefix(conn, fused, set(lexical), need, where, params)
+            fused, rows = self._recheck_prefix(conn, fused, need, where, params)
         trace.stages.append(Stage("rrf", t.ms(), detail=f"k={s.rrf_k}"))
         rr_rank: dict[int, int] = {}
         if q.rerank:
@@ -158,7 +160,9 @@ class Searcher:
             trace.stages.append(stage)
         t = _Timer()
         top = fused[: q.top_k]
-        rows = fetch_hit_rows(conn, [k for k, _ in top])
+        missing = [k for k, _ in top if k not in rows]
+        if missing:
+            rows.update(fetch_hit_rows(conn, missing))
         if not rr_rank:
             # Ties in RRF are broken by unit_id (DECISIONS 27); a reranked order is kept as is.
             top.sort(key=lambda kv: (-kv[1], hit_unit_id(rows[kv[0]]) if kv[0] in rows else ""))
@@ -170,20 +174,22 @@ class Searcher:
     def _recheck_prefix(
         conn: sqlite3.Connection,
         fused: list[tuple[int, float]],
-        checked: set[int],
         need: int,
         where: str,
         params: list[object],
-    ) -> list[tuple[int, float]]:
-        """``fused`` with unreadable ids dropped from its first ``need`` entries (refilled)."""
+    ) -> tuple[list[tuple[int, float]], dict[int, tuple[Any, ...]]]:
+        """``fused`` with unreadable ids dropped from its first ``need`` entries (refilled), and
+        the hit rows of the readable ones (:func:`fetch_hit_rows` under ``where``)."""
         kept: list[tuple[int, float]] = []
+        rows: dict[int, tuple[Any, ...]] = {}
         i = 0
         while len(kept) < need and i < len(fused):
             chunk = fused[i : i + need]
             i += need
-            ok = set(recheck(conn, [k for k, _ in chunk if k not in checked], where, params))
-            kept += [kv for kv in chunk if kv[0] in checked or kv[0] in ok]
-        return kept + fused[i:]
+            got = fetch_hit_rows(conn, [k for k, _ in chunk], where, params)
+            rows.update(got)
+            kept += [kv for kv in chunk if kv[0] in got]
+        return kept + fused[i:], rows
 
     def _dense(
         self,

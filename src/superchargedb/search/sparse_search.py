@@ -33,6 +33,9 @@ _MASKS = 16  # cached visibility masks (1 byte per catalog id each)
 # (< 4e-6): every selection bound below is widened by EPS = 1e-5 relative, so no document that
 # the exact double-precision ranking puts in the top k is ever left out.
 EPS = 1e-5
+# Exact scores read term frequencies from the query's postings up to this many (phrase, segment)
+# lookups, from the shortlisted documents' forward lists beyond (_shortlist_tfs).
+_POSTING_LOOKUPS = 64
 
 
 class SparseSearcher:
@@ -95,8 +98,10 @@ class SparseSearcher:
                 ok = pred.over(self._cols)
             else:
                 ok = np.fromiter((pred(s) for s in ix.sigs[:n]), dtype=bool, count=n)
-        # sig -1 (no document) indexes the trailing False.
-        m = np.append(ok, False)[ix.sig] & ix.live
+        # sig -1 (no document) indexes the trailing False. ``take`` gathers at twice the speed
+        # of ``[]`` (0.29 vs 0.56 ms at 160k ids): a mask is built per new predicate.
+        m = np.append(ok, False).take(ix.sig)
+        m &= ix.live
         full = ix.dead == 0 and int(np.count_nonzero(m)) == ix.n_docs
         with self._lock:
             self._masks[ck] = (m, full)
@@ -189,8 +194,32 @@ class SparseSearcher:
             seen[touched] = False
 
     def _shortlist_tfs(self, cand: np.ndarray, phrases: list[Phrase]) -> np.ndarray:
-        """Term frequency of each phrase (columns) in each shortlisted document (rows), read
-        from the documents' forward lists (a few gathers per segment)."""
+        """Term frequency of each phrase (columns) in each shortlisted document (rows).
+
+        A document lives in one segment (catalog ids are never reused, texts never change), so
+        either source gives the same counts: the phrases' own postings, one binary search of the
+        shortlist per phrase and segment (a few hundred ids into sorted postings), or the
+        documents' forward lists, a few gathers per segment but over every term of every
+        shortlisted document (~150 each: 2/5 of a 1 %-filter top-k). Postings unless the query
+        has many phrase x segment pairs.
+        """
+        if sum(len(p[2]) for p in phrases) <= _POSTING_LOOKUPS:
+            out = np.zeros((len(cand), len(phrases)), dtype=np.uint16)
+            c32 = cand.astype(np.uint32)  # the postings' dtype: no conversion of the postings
+            for j, (_, _, locs, _) in enumerate(phrases):
+                for seg, pos in locs:
+                    docs, tf = seg.postings_at(pos)
+                    if not len(docs):
+                        continue
+                    at = np.searchsorted(docs, c32)
+                    at[at == len(docs)] = 0  # past the end: compared below, never equal there
+                    hit = docs[at] == c32
+                    out[hit, j] = tf[at[hit]]
+            return out
+        return self._forward_tfs(cand, phrases)
+
+    def _forward_tfs(self, cand: np.ndarray, phrases: list[Phrase]) -> np.ndarray:
+        """:meth:`_shortlist_tfs` from the documents' forward lists."""
         ix = self.ix
         tids = np.asarray([p[3] for p in phrases], dtype=np.uint32)
         uq, col_of = np.unique(tids, return_inverse=True)
@@ -246,7 +275,7 @@ class SparseSearcher:
             for seg, pos in locs:
                 docs, tf = seg.postings_at(pos)
                 if not full:
-                    sel = mask[docs]
+                    sel = mask.take(docs)  # take: twice the speed of [] here
                     docs, tf = docs[sel], tf[sel]
                 if len(docs):
                     acc[docs] += fast(docs, tf, idf)  # one segment per doc, once per term
