@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import resource
@@ -618,6 +619,10 @@ def child_main(system: str, work: Path) -> int:
             if cmd == "load":
                 out = sysobj.load(msg)
                 q = Queries(work)
+                # As `superchargedb serve` does once open, for every system alike: what the
+                # load left alive is kept out of the cyclic collector's full walks (a 74-90 ms
+                # pause each at 100k Units for ours, unfrozen).
+                out["gc_frozen_objects"] = freeze_heap()
                 out["rss_after_load_mb"] = rss_now_mb()
                 out["peak_rss_mb"] = peak_rss_mb()
                 out["config"] = sysobj.config()
@@ -640,6 +645,13 @@ def child_main(system: str, work: Path) -> int:
             traceback.print_exc()
             reply({"ok": False, "error": f"{type(e).__name__}: {e}"})
     return 0
+
+
+def freeze_heap() -> int:
+    """``superchargedb.memstats.freeze_heap`` (not imported: a peer's child need not load ours)."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
 
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
@@ -1005,6 +1017,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "index_build_s": round(out["index_s"], 4),
                     "index_note": out["index_note"],
                     "rss_after_load_mb": round(out["rss_after_load_mb"], 1),
+                    "gc_frozen_objects": out.get("gc_frozen_objects"),
                 }
             )
         if "ours" in sysrep and sysrep["ours"].get("units"):

@@ -72,3 +72,29 @@ def test_arena_cap_applies_unless_the_environment_sets_it(monkeypatch: pytest.Mo
     assert memstats.limit_arenas(8) is True  # glibc's default cap on this machine's cores or more
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert memstats.limit_arenas(2) is False  # glibc read the environment itself
+
+
+def test_freeze_heap_keeps_collecting_new_garbage() -> None:
+    """Objects alive at the freeze leave the collector's walk; cycles made later are still
+    collected, and garbage that existed before the freeze is collected first, not frozen."""
+    import gc
+    import weakref
+
+    class Node:
+        def __init__(self) -> None:
+            self.me = self
+
+    before = Node()
+    gone_before = weakref.ref(before)
+    del before  # a cycle: only the cyclic collector frees it
+    try:
+        frozen = memstats.freeze_heap()
+        assert frozen > 0 and gc.get_freeze_count() == frozen
+        assert gone_before() is None  # collected by freeze_heap, not frozen
+        after = Node()
+        gone_after = weakref.ref(after)
+        del after
+        gc.collect()
+        assert gone_after() is None
+    finally:
+        gc.unfreeze()

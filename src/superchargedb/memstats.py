@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import json
 import logging
 import os
@@ -204,3 +205,22 @@ class Trimmer:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             trim()
+
+
+# -- cyclic garbage collector (``superchargedb serve``) ----------------------------------------
+
+
+def freeze_heap() -> int:
+    """Put every object alive now out of the cyclic collector's reach (``gc.freeze``); returns
+    how many.
+
+    A full collection walks every tracked object: after opening a 100k-Unit data dir that cost
+    74-90 ms of CPU each time (measured), a pause for whichever request triggered it. What a
+    Service holds once open (index dictionaries, modules, caches' structures) lives as long as
+    the process; frozen, a full collection took 0.3 ms. Garbage is collected first, so none is
+    frozen; objects created later are collected as before, and frozen ones are still freed by
+    reference counting when dropped.
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()

@@ -93,6 +93,9 @@ def serve(
             out = seed(svc)
             n = sum(r["ingested"] for r in out.values())
             typer.echo(f"demo: principals alice/bob/carol ready, {n} new Units ingested")
+        from ..memstats import freeze_heap
+
+        freeze_heap()  # the open Service's objects: out of every later full collection's walk
         typer.echo(f"SuperChargeDB listening on http://{host}:{port} (data: {data})")
         uvicorn.run(
             create_app(svc),

@@ -47,8 +47,10 @@ class Snippeter:
     def __init__(self, terms: Sequence[str], width: int = 240) -> None:
         self.width = width
         self.terms = list(terms)
-        pats = _patterns(tuple(self.terms)) if self.terms else None
-        self._first, self._fast = pats if pats is not None else (None, None)
+        self._first: re.Pattern[str] | None = None
+        self._fast: re.Pattern[str] | None = None
+        if self.terms:
+            self._first, self._fast = _patterns(tuple(self.terms))
 
     def __call__(self, text: str) -> str:
         low = text.lower()
