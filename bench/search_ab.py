@@ -1,0 +1,124 @@
+"""In-process A/B of the search path at scale: an older commit's Searcher against this tree's.
+
+One Service is opened on a ``bench/scale.py`` data dir (e.g. ``/tmp/scdb-scale/scale-100000``);
+the search modules of ``--old`` (``hybrid``, ``hits``, ``lexical``, ``sparse_search``) are read
+with ``git show`` and loaded beside this tree's under ``*_old`` names, so both Searchers share the
+Service, its catalog and its indexes but keep their own caches. Each query runs on both, the order
+alternating, which is the fairest pairing a shared, loaded machine allows (``bench/search_profile
+--ab`` pairs rounds of two processes instead). Hybrid, top_k=100, SciFact claims as queries with
+cached vectors; reports wall (query embedding excluded) and CPU time per cell, and checks that
+both return the same hits.
+
+    .venv/bin/python bench/search_ab.py --data /tmp/scdb-scale/scale-100000 --old 2175712
+
+Changes outside those four modules (service.py) are in both arms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import quality as Q  # noqa: E402
+import scale as S  # noqa: E402
+import scale_data as SD  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+MODULES = ("hits", "sparse_search", "lexical", "hybrid")  # dependencies first
+
+
+def load_old(commit: str, tmp: Path) -> ModuleType:
+    """The old ``hybrid`` module, its relative imports of the other three renamed ``*_old``."""
+    mods: dict[str, ModuleType] = {}
+    for name in MODULES:
+        src = subprocess.run(
+            ["git", "show", f"{commit}:src/superchargedb/search/{name}.py"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        for other in MODULES:
+            src = src.replace(f"from .{other} import", f"from .{other}_old import")
+        path = tmp / f"{name}_old.py"
+        path.write_text(src)
+        spec = importlib.util.spec_from_file_location(f"superchargedb.search.{name}_old", path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        mods[name] = mod
+    return mods["hybrid"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, required=True, help="a bench/scale.py data dir")
+    ap.add_argument("--old", required=True, help="the commit to compare against")
+    ap.add_argument("--levels", default="1%,10%", help="scope filters (1%%, 10%%, 100%%)")
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+
+    import superchargedb.search  # noqa: F401  (the package the old modules load into)
+
+    tmp = Path(tempfile.mkdtemp(prefix="search-ab-"))
+    hybrid_old = load_old(args.old, tmp)
+    queries = SD.ScaleData.load(progress=False).queries()
+    queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
+    cache = Q.open_cache("scale_pool", Q.CACHE_DIR)
+    svc, alice, _ = S.open_service(args.data, cache, "sparse")
+    arms = {"new": svc.searcher, "old": hybrid_old.Searcher(svc)}
+
+    def one(arm: str, q: Any, level: str) -> tuple[float, float, list[Any]]:
+        svc.searcher = arms[arm]
+        body = {"q": q.text, "mode": "hybrid", "top_k": 100}
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = svc.search(alice, body, query_scope=q.scope(level))
+        wall, cpu = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
+        emb = next(s["ms"] for s in out["trace"]["stages"] if s["stage"] == "embed")
+        hits = [(h["unit_id"], h["snippet"], h["score"], h["ranks"]) for h in out["hits"]]
+        return wall - emb, cpu, hits
+
+    differ = 0
+    try:
+        for level in args.levels.split(","):
+            res: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+            for q in queries:  # warm-up: masks, candidate sets, statement caches
+                one("old", q, level)
+                one("new", q, level)
+            for r in range(args.rounds):
+                for i, q in enumerate(queries):
+                    got = {}
+                    for arm in ("old", "new") if (i + r) % 2 == 0 else ("new", "old"):
+                        wall, cpu, got[arm] = one(arm, q, level)
+                        res[arm].append((wall, cpu))
+                    differ += got["old"] != got["new"]
+            a = {k: np.array(v) for k, v in res.items()}
+            for arm in ("old", "new"):
+                w, c = a[arm][:, 0], a[arm][:, 1]
+                print(
+                    f"{level} {arm}: wall p50 {np.median(w):.2f} p95 {np.percentile(w, 95):.2f}"
+                    f" | cpu p50 {np.median(c):.2f} p95 {np.percentile(c, 95):.2f} ms"
+                )
+            ratio = np.median(a["new"][:, 0] / a["old"][:, 0])
+            cpu = np.median(a["new"][:, 1]) / np.median(a["old"][:, 1])
+            print(f"{level} new/old: paired wall ratio p50 {ratio:.3f}, cpu p50 ratio {cpu:.3f}")
+        print(f"queries whose hits differ: {differ}")
+    finally:
+        svc.close()
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
