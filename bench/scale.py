@@ -279,13 +279,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cmd += ["--keep"] if args.keep else []
         cmd += ["--profile"] if args.profile and n == max(args.sizes) else []
         t0 = time.perf_counter()
+        env0 = Q.environment()
+        started = datetime.now(UTC).isoformat(timespec="seconds")
         proc = subprocess.run(cmd, check=False)
         if proc.returncode != 0:
             raise SystemExit(f"size {n} failed with exit code {proc.returncode}")
         child_rep = json.loads((args.out / f"scale_child_{n}.json").read_text())
         (args.out / f"scale_child_{n}.json").unlink()
         child_rep["child_wall_s"] = round(time.perf_counter() - t0, 1)
+        # Each size records its own run, so sizes merged from separate runs (--merge) stay honest.
+        child_rep["run"] = {
+            "command": "bench/scale.py " + " ".join(args.argv),
+            "git_commit": env0["git_commit"],
+            "started_at": started,
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "loadavg_start": env0["loadavg"],
+            "loadavg_end": Q.environment()["loadavg"],
+        }
         sizes.append(child_rep)
+    if args.merge and (args.out / "scale.json").exists():
+        old = json.loads((args.out / "scale.json").read_text())
+        sizes += [s for s in old["sizes"] if s["units"] not in args.sizes]
+        sizes.sort(key=lambda s: s["units"])
     qtexts = [
         q.text
         for q in SD.ScaleData.load(
@@ -328,6 +343,19 @@ def markdown(r: dict[str, Any]) -> str:
         " reader who is not the owner and holds the groups of ~10 / 1 % of them.",
         f"- Live query embedding (reported apart): p50 {fmt(r['query_embedding_live_ms']['p50'])}"
         f" / p95 {fmt(r['query_embedding_live_ms']['p95'])} ms.",
+        "",
+        "## Runs (one per size; the machine's load average at start and end)",
+        "",
+        "| Units | commit | started (UTC) | wall (import + restart + searches) | load start |"
+        " load end |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {s['units']:,} | `{s['run']['git_commit']}` | {s['run']['started_at']} |"
+            f" {s['child_wall_s'] / 60:.1f} min | {s['run']['loadavg_start']} |"
+            f" {s['run']['loadavg_end']} |"
+            for s in r["sizes"]
+            if "run" in s
+        ),
         "",
         "## Import, memory, disk",
         "",
@@ -466,6 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="pyinstrument at the largest size")
     ap.add_argument("--max-docs", type=int, help="source documents used (smoke runs)")
     ap.add_argument("--max-queries", type=int, help="real queries loaded (smoke runs)")
+    ap.add_argument(
+        "--merge", action="store_true", help="keep the other sizes of an existing scale.json"
+    )
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.argv = argv if argv is not None else sys.argv[1:]

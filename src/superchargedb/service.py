@@ -302,6 +302,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
             faults.point("service.close.after_checkpoint")
             audit.write_anchor(self.catalog.reader(), self.audit_key, self.audit_anchor)
         finally:
+            self.sync.close()
             if isinstance(self.limiter, RedisLimiter):
                 self.limiter.close()
             if isinstance(self.embedder, EmbedExecutor):

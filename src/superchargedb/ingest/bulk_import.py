@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ..service import Service
 
 DEFAULT_BATCH = 50_000
+IMPORT_CACHE_MB = 256  # the writer's SQLite page cache while an import runs
 
 
 class Validator:
@@ -101,51 +102,50 @@ def import_batches(
     model_id, dim = svc.embedder.model_id, svc.embedder.dim
     created = unchanged = n_batches = offset = 0
     t0 = time.perf_counter()
-    apply_s = 0.0
-    for records, vectors in batches:
-        prepared = [val.prepare(offset + i, r) for i, r in enumerate(records)]
-        vecs = check_vectors(vectors, len(prepared), dim, offset)
-        now = units_sql.now_ms()
-        rows = [_row(p, now, actor, model_id) for p in prepared]
+    apply_s = vector_wait_s = 0.0
+    with svc.catalog.locked() as conn:
+        old_cache = int(conn.execute("PRAGMA cache_size").fetchone()[0])
+        # A batch inserts into every secondary index of a large table at random places; a page
+        # cache that holds those indexes keeps each commit from re-reading them (import only).
+        kib = max(IMPORT_CACHE_MB * 1024, -old_cache if old_cache < 0 else 0)
+        conn.execute(f"PRAGMA cache_size=-{kib}")
+    try:
+        for records, vectors in batches:
+            prepared = [val.prepare(offset + i, r) for i, r in enumerate(records)]
+            vecs = check_vectors(vectors, len(prepared), dim, offset)
+            now = units_sql.now_ms()
+            rows = [_row(p, now, actor, model_id) for p in prepared]
+            with svc.catalog.write_lock():
+                with svc.catalog.write() as conn:
+                    ids = _write_batch(svc, conn, rows, vecs, now, actor)
+                # The previous batch's HNSW add ran while this one was validated and written.
+                t1 = time.perf_counter()
+                svc.sync.wait_vectors()
+                t2 = time.perf_counter()
+                svc.sync.apply_pending(checkpoint=False, background=True)
+                vector_wait_s += t2 - t1
+                apply_s += time.perf_counter() - t2
+            created += len(ids)
+            unchanged += len(rows) - len(ids)
+            offset += len(rows)
+            n_batches += 1
+            if progress is not None:
+                progress(len(rows))
+        t1 = time.perf_counter()
         with svc.catalog.write_lock():
-            with svc.catalog.write() as conn:
-                ids, positions = insert_units(conn, rows, vecs)
-                stored = [rows[i] for i in positions]
-                docs = {(r["scope"], r["doc_id"], r["acl_owner"]) for r in stored}
-                conn.executemany(
-                    "INSERT OR IGNORE INTO docs(scope, doc_id, acl_owner, created_by, created_at)"
-                    " VALUES (?,?,?,?,?)",
-                    [(s, d, o, actor, now) for s, d, o in sorted(docs)],
-                )
-                scopes = sorted({r["scope"] for r in stored})
-                if ids:
-                    units_sql.bump_generations(conn, scopes)
-                    audit.append(
-                        conn,
-                        svc.audit_key,
-                        actor,
-                        "import",
-                        {
-                            "units": len(ids),
-                            "rowids": [ids[0], ids[-1]],
-                            "unchanged": len(rows) - len(ids),
-                            "scopes": scopes,
-                            "merkle_root": audit.merkle_root([r["content_hash"] for r in stored]),
-                        },
-                    )
+            svc.sync.wait_vectors()
+            vector_wait_s += time.perf_counter() - t1
             t1 = time.perf_counter()
-            svc.sync.apply_pending(checkpoint=False)
-            apply_s += time.perf_counter() - t1
-        created += len(ids)
-        unchanged += len(rows) - len(ids)
-        offset += len(rows)
-        n_batches += 1
-        if progress is not None:
-            progress(len(rows))
-    t1 = time.perf_counter()
-    with svc.catalog.write_lock():
-        svc.sync.checkpoint()
-    checkpoint_s = time.perf_counter() - t1
+            svc.sync.checkpoint()
+        checkpoint_s = time.perf_counter() - t1
+    finally:
+        with svc.catalog.write_lock():
+            # An error leaves the committed batches to the outbox (replayed like a crash).
+            try:
+                svc.sync.wait_vectors()
+            finally:
+                with svc.catalog.locked() as conn:
+                    conn.execute(f"PRAGMA cache_size={old_cache}")
     return {
         "records": offset,
         "created": created,
@@ -153,8 +153,45 @@ def import_batches(
         "batches": n_batches,
         "seconds": round(time.perf_counter() - t0, 3),
         "index_apply_s": round(apply_s, 3),
+        "vector_wait_s": round(vector_wait_s, 3),
         "checkpoint_s": round(checkpoint_s, 3),
     }
+
+
+def _write_batch(
+    svc: Service,
+    conn: Any,
+    rows: list[dict[str, Any]],
+    vecs: np.ndarray,
+    now: int,
+    actor: str,
+) -> list[int]:
+    """One batch's Units, outbox adds, docs rows, generation bumps and audit record."""
+    ids, positions = insert_units(conn, rows, vecs)
+    stored = [rows[i] for i in positions]
+    docs = {(r["scope"], r["doc_id"], r["acl_owner"]) for r in stored}
+    conn.executemany(
+        "INSERT OR IGNORE INTO docs(scope, doc_id, acl_owner, created_by, created_at)"
+        " VALUES (?,?,?,?,?)",
+        [(s, d, o, actor, now) for s, d, o in sorted(docs)],
+    )
+    scopes = sorted({r["scope"] for r in stored})
+    if ids:
+        units_sql.bump_generations(conn, scopes)
+        audit.append(
+            conn,
+            svc.audit_key,
+            actor,
+            "import",
+            {
+                "units": len(ids),
+                "rowids": [ids[0], ids[-1]],
+                "unchanged": len(rows) - len(ids),
+                "scopes": scopes,
+                "merkle_root": audit.merkle_root([r["content_hash"] for r in stored]),
+            },
+        )
+    return ids
 
 
 def _row(p: Prepared, now: int, actor: str, model_id: str) -> dict[str, Any]:

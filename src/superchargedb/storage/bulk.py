@@ -59,9 +59,15 @@ def insert_units(
     base_id = max(_top(conn, "units"), _max(conn, "units", "id"))
     base_seq = max(_top(conn, "outbox"), _max(conn, "outbox", "seq"))
     f16 = np.ascontiguousarray(vectors, dtype=np.float16)
+    # Units of an import share few (scope, owner, groups) triples; hash each triple's tokens once.
+    acls: dict[tuple[str, str, tuple[str, ...]], str] = {}
     values = []
     for i, r in enumerate(rows):
         groups = r["acl_groups"]
+        triple = (r["scope"], r["acl_owner"], tuple(groups))
+        acl = acls.get(triple)
+        if acl is None:
+            acl = acls[triple] = acl_tokens(r["scope"], r["acl_owner"], groups)
         loc = r.get("locator") or {}
         values.append(
             (
@@ -74,7 +80,7 @@ def insert_units(
                 r["source_uri"],
                 r["mime"],
                 r["text"],
-                acl_tokens(r["scope"], r["acl_owner"], groups),
+                acl,
                 r["acl_owner"],
                 json.dumps(groups),
                 r["content_hash"],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -41,6 +42,11 @@ class IndexSync:
         self._lock = threading.Lock()
         self.ready = False
         self._gc_done: dict[str, int] = {}
+        # Bulk import only: the HNSW add of one batch (C++, GIL released) runs in this thread
+        # while the importer writes the next batch; ``_vec_top`` is the seq it will reach.
+        self._vec_pool: ThreadPoolExecutor | None = None
+        self._vec_pending: Future[None] | None = None
+        self._vec_top = 0
 
     def startup(self) -> None:
         """Load index files, rebuild planes whose history was compacted away, replay the rest."""
@@ -74,11 +80,13 @@ class IndexSync:
         self.checkpoint()
         self.ready = True
 
-    def apply_pending(self, checkpoint: bool = True) -> None:
+    def apply_pending(self, checkpoint: bool = True, *, background: bool = False) -> None:
         """Apply every outbox op not yet applied; call with the catalog write lock held.
 
-        ``checkpoint=False`` (bulk import) leaves the checkpoint to the caller."""
-        self._apply_after(self.applied_seq)
+        ``checkpoint=False`` (bulk import) leaves the checkpoint to the caller. ``background``
+        (bulk import) returns before the vector index has added these ops: ``applied_seq`` moves
+        only when they are in, which the next apply, checkpoint or ``wait_vectors`` waits for."""
+        self._apply_after(self.applied_seq, background=background)
         if checkpoint and self._since_checkpoint >= self.checkpoint_every:
             try:
                 self.checkpoint()
@@ -88,7 +96,25 @@ class IndexSync:
                 log.error("index checkpoint failed (retried later): %s", exc)
                 self._since_checkpoint = 0
 
-    def _apply_after(self, after: int) -> None:
+    def wait_vectors(self) -> None:
+        """Wait for a background vector add (re-raising its error); then advance ``applied_seq``."""
+        fut, self._vec_pending = self._vec_pending, None
+        if fut is not None:
+            fut.result()
+            faults.point("sync.after_apply")
+            self.applied_seq = max(self.applied_seq, self._vec_top)
+
+    def close(self) -> None:
+        try:
+            self.wait_vectors()
+        finally:
+            if self._vec_pool is not None:
+                self._vec_pool.shutdown(wait=True)
+                self._vec_pool = None
+
+    def _apply_after(self, after: int, background: bool = False) -> None:
+        self.wait_vectors()
+        after = max(after, self.applied_seq)
         conn = self.catalog.reader()
         ops_rows = conn.execute(
             "SELECT seq, op, plane, key FROM outbox WHERE seq > ? ORDER BY seq", (after,)
@@ -118,16 +144,25 @@ class IndexSync:
             for r in ops_rows
         ]
         faults.point("sync.before_apply")
-        self.store.apply(ops)
+        top = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
+        new_top = max(self.applied_seq, ops[-1].seq, int(top[0]) if top else 0)
+        if background:
+            if self._vec_pool is None:
+                self._vec_pool = ThreadPoolExecutor(1, thread_name_prefix="scdb-vec-apply")
+            self._vec_top = new_top
+            self._vec_pending = self._vec_pool.submit(self.store.apply, ops)
+        else:
+            self.store.apply(ops)
         if self.lexical is not None:
             self.lexical.apply(conn, [(o.seq, o.op, o.key) for o in ops])
-        faults.point("sync.after_apply")
-        top = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
-        self.applied_seq = max(self.applied_seq, ops[-1].seq, int(top[0]) if top else 0)
+        if not background:
+            faults.point("sync.after_apply")
+            self.applied_seq = new_top
         self._since_checkpoint += len(ops)
 
     def checkpoint(self) -> None:
         """Persist dirty planes, then drop outbox rows every plane has made durable."""
+        self.wait_vectors()
         for plane in PLANES:
             if self.store.needs_compaction(plane):  # usearch never reclaims tombstones
                 self.store.compact(plane)
