@@ -214,3 +214,44 @@ def test_pipelined_import_matches_indexes_derived_from_the_catalog(
         assert results(s) == before
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("point", ["vectors.apply.before_add:2", "sync.after_apply:2"])
+def test_import_killed_during_a_background_vector_add_recovers(tmp_path: Path, point: str) -> None:
+    """SIGKILL while a batch's HNSW add runs in its thread (the next batch being written): the
+    restart replays the committed batches, and running the import again completes it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    src = tmp_path / "in"
+    src.mkdir()
+    recs = records(240)
+    (src / "units.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    np.save(src / "vectors.npy", random_vectors(240, seed=5))
+    data = tmp_path / "data"
+    cmd = [sys.executable, "-m", "superchargedb.cli.main", "import", str(src / "units.jsonl")]
+    cmd += ["--vectors", str(src / "vectors.npy"), "--data", str(data), "--batch", "60"]
+    env = {**os.environ, "SCDB_CRASH_AT": point}
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]
+    s = Service(Settings(data_dir=data))
+    try:
+        ids = {r[0] for r in s.catalog.reader().execute("SELECT id FROM units")}
+        assert 60 <= len(ids) < 240 and len(ids) % 60 == 0  # whole batches only
+        assert set(s.store.keys("text").tolist()) == ids
+        assert s.sync.lexical is not None and set(s.sync.lexical.keys().tolist()) == ids
+        assert s.doctor()["ok"] and s.audit_verify(OPERATOR)["ok"]
+    finally:
+        s.close()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout[p.stdout.rindex("{") :])
+    assert out["created"] == 240 - len(ids) and out["unchanged"] == len(ids)
+    s = Service(Settings(data_dir=data))
+    try:
+        assert count(s, "units") == 240 and s.doctor()["ok"]
+        assert len(s.store.keys("text")) == 240
+    finally:
+        s.close()
