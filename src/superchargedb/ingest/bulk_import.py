@@ -5,9 +5,11 @@ Units in hours' less time than the API: nothing is embedded, and each batch (def
 Units) is ONE ``BEGIN IMMEDIATE`` transaction holding the Units, their outbox adds, group rows,
 docs rows, generation bumps and one audit record (rowid range, count, Merkle root of the content
 hashes). After each commit the derived indexes apply the batch's outbox rows under the writer
-lock exactly as after an ingest; they are checkpointed once at the end instead of every
-``SCDB_CHECKPOINT_EVERY`` ops. A crash mid-import leaves whole batches: the next start replays
-their outbox rows, and running the import again skips what is stored (idempotency keys).
+lock as after an ingest, except that the HNSW add runs in a background thread while the next
+batch is validated and written (``IndexSync.apply_pending(background=True)``); they are
+checkpointed once at the end instead of every ``SCDB_CHECKPOINT_EVERY`` ops. A crash
+mid-import leaves whole batches: the next start replays their outbox rows, and running the
+import again skips what is stored (idempotency keys).
 
 Each record is validated like an ingested Unit (same schema, scope grammar, content hash and
 defaults) by the operator: any scope, any owner, no quota. A record is stored as ONE Unit: its
