@@ -378,6 +378,13 @@ def main(argv: list[str] | None = None) -> int:
         " stratified sample of N REPORT questions; adds a table to <out>/answers.md",
     )
     ap.add_argument(
+        "--local-half",
+        choices=("report", "calibration"),
+        default="report",
+        help="with --local: the half the sample is drawn from (calibration: data for fitting"
+        " rules on model output, kept apart from the REPORT numbers; use its own --out)",
+    )
+    ap.add_argument(
         "--partial",
         action="store_true",
         help="with --local: report only the questions the model has answered so far (from the"

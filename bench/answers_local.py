@@ -50,7 +50,9 @@ def _model_ran(rec: Any) -> bool:
     return any(f"local:{w}" in detail or w in detail for w in (" rejected", " refused", " failed"))
 
 
-def _load(path: Path, by_key: dict[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:
+def _load(
+    path: Path, by_key: dict[tuple[str, str], Any], half: str = "report"
+) -> dict[tuple[str, str], Any]:
     """Records already answered in an earlier (interrupted) run."""
     done: dict[tuple[str, str], Any] = {}
     if path.exists():
@@ -59,7 +61,7 @@ def _load(path: Path, by_key: dict[tuple[str, str], Any]) -> dict[tuple[str, str
             key = (d["qid"], d["kind"])
             if key in by_key:
                 q = by_key[key]
-                done[key] = A.Record(q, "report", d["kind"], d["response"], d["wall_ms"])
+                done[key] = A.Record(q, half, d["kind"], d["response"], d["wall_ms"])
     return done
 
 
@@ -69,19 +71,20 @@ def run_local(args: argparse.Namespace, ds: Any, split: dict[str, list[str]], co
     except ImportError:
         print("the [llm] extra is not installed: run scripts/install_llm.sh", file=sys.stderr)
         return 2
-    sample = A.select(ds.questions, split["report"], args.local)
+    half = getattr(args, "local_half", "report")
+    sample = A.select(ds.questions, split[half], args.local)
     if args.partial:
         # Only the questions the model has fully answered so far (both requests), in order.
         keys = {(q.qid, kind): q for q in sample for kind in ("in", "oos")}
-        have = _load(args.out / "answers_local.local.jsonl", keys)
+        have = _load(args.out / "answers_local.local.jsonl", keys, half)
         sample = [q for q in sample if (q.qid, "in") in have and (q.qid, "oos") in have]
         if not sample:
             print("--partial: no question has both answers in the checkpoint yet", file=sys.stderr)
             return 2
-    plan = [(q, "report", kind) for q in sample for kind in ("in", "oos")]
+    plan = [(q, half, kind) for q in sample for kind in ("in", "oos")]
     by_key = {(q.qid, kind): q for q, _, kind in plan}
     print(
-        f"local model: {len(sample)} REPORT questions over {len(split['report'])} articles,"
+        f"local model: {len(sample)} {half.upper()} questions over {len(split[half])} articles,"
         f" {len(plan)} requests per server",
         file=sys.stderr,
     )
@@ -91,7 +94,7 @@ def run_local(args: argparse.Namespace, ds: Any, split: dict[str, list[str]], co
     startup: dict[str, float] = {}
     for name, providers in RUNS:
         sink = args.out / f"answers_local.{name}.jsonl"
-        done = _load(sink, by_key)
+        done = _load(sink, by_key, half)
         todo = [p for p in plan if (p[0].qid, p[2]) not in done]
         print(
             f"{name}: {len(done)} answers kept from an earlier run, {len(todo)} to ask",
@@ -118,7 +121,7 @@ def run_local(args: argparse.Namespace, ds: Any, split: dict[str, list[str]], co
                 )
             done.update({(r.q.qid, r.kind): r for r in fresh})
         runs[name] = [done[(q.qid, kind)] for q, _, kind in plan]
-    report = summarize(ds, runs, sample, split, command, ing, startup.get("local", 0.0))
+    report = summarize(ds, runs, sample, split, command, ing, startup.get("local", 0.0), half)
     if report is None:
         return 3
     report["config"]["partial"] = (
@@ -148,6 +151,7 @@ def summarize(
     command: str,
     ing: dict[str, Any],
     startup_s: float,
+    half: str = "report",
 ) -> dict[str, Any] | None:
     """The report of both runs (None, with a message, when the model never ran)."""
     local = runs["local"]
@@ -185,8 +189,9 @@ def summarize(
         "command": command,
         "config": {
             "questions": len(sample),
-            "articles": len(split["report"]),
-            "sample": "REPORT half; round-robin over its articles (sorted), file order within each",
+            "articles": len(split[half]),
+            "sample": f"{half.upper()} half; round-robin over its articles (sorted), file order"
+            " within each",
             "qids": [q.qid for q in sample],
             "requests_per_server": 2 * len(sample),
             "top_k": A.TOP_K,
