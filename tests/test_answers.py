@@ -114,6 +114,14 @@ def test_marker_pointing_at_nothing_is_dropped(aclient, fake):
     assert "[9]" in reasons and "no valid citation" in reasons
 
 
+def test_a_sentence_without_content_is_not_an_answer(aclient, fake):
+    fake.reply = '" [1]'
+    a = ask(aclient)["answer"]
+    assert a["extractive"] is True and a["refused"] is False
+    assert "0.8 seconds" in a["text"]
+    assert {"text": '"', "reason": "no content"} in a["dropped"]
+
+
 def test_unsupported_and_injected_sentences_are_dropped(aclient, fake):
     # A wrong number and the injected claim: both removed; nothing left -> extractive fallback.
     fake.reply = "The cutover took 9 minutes [1]. The cutover took 4 seconds [2]."

@@ -191,6 +191,11 @@ class Answerer:
             clean, nums = split_markers(raw)
             if not clean:
                 continue
+            if not any(ch.isalnum() for ch in clean):
+                # A stray quote or bracket with a marker (the local model once answered '" [1]')
+                # claims nothing; the support check has nothing to refute, so it must not pass.
+                draft.dropped.append({"text": clean, "reason": "no content"})
+                continue
             valid = [n for n in dict.fromkeys(nums) if n in by_n]
             bad = [n for n in nums if n not in by_n]
             if bad:
