@@ -8,15 +8,14 @@ caller cannot read never takes part in any stage, and nothing in the trace count
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..auth.acl import visible_sql
+from ..models.query_cache import Lru
 from ..schemas import AegisQuery
 from ..storage import units as units_sql
 from ..types import Principal, Stage, Trace
@@ -92,8 +91,7 @@ class Searcher:
         self.svc = svc
         self.candidates = CandidateCache(svc.settings.candidate_cache_max_bytes)
         self.lexical = LexicalLeg(svc.settings.lexical_backend, svc.sync.lexical, lambda: svc.ready)
-        self._tokens: OrderedDict[tuple[str, str], int] = OrderedDict()
-        self._tokens_lock = threading.Lock()
+        self._tokens: Lru[tuple[str, str], int] = Lru(_TOKEN_CACHE)
 
     def run(
         self,
@@ -182,18 +180,7 @@ class Searcher:
         """The query's token count for the trace, cached per model and text like its vector
         (tokenizing it again cost 0.18 ms a search)."""
         emb = self.svc.embedder
-        key = (emb.model_id, text)
-        with self._tokens_lock:
-            n = self._tokens.get(key)
-            if n is not None:
-                self._tokens.move_to_end(key)
-                return n
-        n = emb.count_tokens(text)
-        with self._tokens_lock:
-            self._tokens[key] = n
-            while len(self._tokens) > _TOKEN_CACHE:
-                self._tokens.popitem(last=False)
-        return n
+        return self._tokens.get_or((emb.model_id, text), lambda: emb.count_tokens(text))
 
     @staticmethod
     def _recheck_prefix(
