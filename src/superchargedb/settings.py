@@ -93,6 +93,9 @@ class Settings(BaseSettings):
     # Answerability threshold on the model's log-odds (calibrated by bench/answers.py
     # --calibrate; docs/answers.md); unset = the calibrated constant
     answer_min_score: float | None = None
+    # A model's citation of a passage whose relevance (answer/relevance.py) is below this is
+    # removed; unset = the calibrated constant
+    answer_relevance_cut: float | None = None
 
     # Rate limits (0 disables a limit). Per key, then per client address before any key lookup;
     # failed authentications drain a small per-address bucket (brute force).

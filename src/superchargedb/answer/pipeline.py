@@ -21,6 +21,7 @@ from .extractive import extract
 from .localize import Evidence, Localizer
 from .pricing import chat_cost, compute_cost
 from .providers import ChatProvider, Passage, ProviderFailed, SynthOutput
+from .relevance import RELEVANCE_CUT, focus, relevance
 from .sentences import sentence_texts
 from .verify import EntailmentChecker
 
@@ -186,6 +187,9 @@ class Answerer:
         prime = getattr(self.checker, "prime", None)
         if prime is not None:  # embed every passage sentence in one batch, once
             prime(list(by_n.values()))
+        rel = relevance(evidence)
+        floor = self.svc.settings.answer_relevance_cut
+        cut = RELEVANCE_CUT if floor is None else floor
         draft = Draft()
         for raw in sentence_texts(text):
             clean, nums = split_markers(raw)
@@ -215,7 +219,13 @@ class Answerer:
             if not support.supported:
                 draft.dropped.append({"text": clean, "reason": "; ".join(support.reasons)})
                 continue
-            draft.sentences.append(Sentence(clean, valid, support))
+            f = focus(clean, valid, support, by_n, rel, self.checker, cut)
+            if f.support is None:
+                draft.dropped.append({"text": clean, "reason": f.reason})
+                continue
+            if f.reason:
+                draft.dropped.append({"text": clean, "reason": f.reason, "kind": "marker"})
+            draft.sentences.append(Sentence(clean, f.passages, f.support))
         # A dropped marker on a kept sentence is reported but is not a dropped sentence.
         draft.dropped = [
             d
