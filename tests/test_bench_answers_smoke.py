@@ -86,7 +86,8 @@ def _run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str, str]:
 @pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "qa.jsonl").exists(), reason="XQuAD data not present")
 def test_answers_bench_smoke(tmp_path: Path) -> None:
-    report, md, stdout = _run(tmp_path)
+    records = tmp_path / "records.jsonl"
+    report, md, stdout = _run(tmp_path, "--save-records", str(records))
     assert report["benchmark"] == "xquad-answers"
     cfg = report["config"]
     assert cfg["limited"] is True and cfg["limit"] == 5 and cfg["top_k"] == 5
@@ -111,6 +112,31 @@ def test_answers_bench_smoke(tmp_path: Path) -> None:
     assert set(report["failures"]) == set(report["failure_summary"]["counts"])
     assert "ANSWERABILITY min_score=" in stdout
     assert "## Failures (REPORT half)" in md
+    _check_relevance_cut(tmp_path, records)
+
+
+def _check_relevance_cut(tmp_path: Path, records: Path) -> None:
+    """bench/answers_relevance.py on the smoke run's records: the cut it chooses keeps the
+    CALIBRATION gold passages (at most 0.5 % below it) and its table is monotone."""
+    out = tmp_path / "relevance"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "answers_relevance.py"), "--records", str(records)]
+        + ["--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rep = json.loads((out / "answers_relevance.json").read_text())
+    assert rep["passages"]["calibration"]["gold"] > 0
+    grid = {g["cut"]: g for g in rep["grid"]}
+    assert grid[rep["chosen_cut"]]["calibration_gold_below"] <= 0.005
+    cuts = sorted(grid)  # lower cut -> fewer passages below
+    for k in ("calibration_gold_below", "calibration_other_below", "report_other_below"):
+        vals = [grid[c][k] for c in cuts]
+        assert vals == sorted(vals) and all(0.0 <= v <= 1.0 for v in vals), k
+    assert (out / "answers_relevance.md").read_text().startswith("# Citation relevance cut")
 
 
 @pytest.mark.slow
