@@ -441,3 +441,34 @@ def test_term_ids_many_equals_term_ids(tmp_path: Path) -> None:
     batch = fresh.term_ids_many(words)
     assert batch == [SparseSearcher(sync.lexical).term_ids(w) for w in words]
     cat.close()
+
+
+def test_maxscore_pruning_equals_exhaustive_on_zipf_corpus(tmp_path: Path) -> None:
+    """Long queries over a Zipf vocabulary: most phrases end up non-essential, looked up only
+    for the candidates left after each step's pruning (the candidate set shrinks and theta
+    rises step by step). The top k must stay the exhaustive ranking, ties included."""
+    from superchargedb.search.sparse_search import SparseSearcher
+
+    rng = random.Random(7)
+    vocab = [f"w{i}x" for i in range(400)]
+    weights = [1.0 / (i + 1) for i in range(len(vocab))]
+    docs = [" ".join(rng.choices(vocab, weights, k=rng.randint(5, 60))) for _ in range(2400)]
+    cat, sync = open_dir(tmp_path)
+    write(cat, sync, docs[:1200], 0, 3)  # two applies: two segments
+    write(cat, sync, docs[1200:], 5000, 4)
+    assert sync.lexical is not None
+    sp = SparseSearcher(sync.lexical)
+    pruned = 0
+    for _ in range(40):
+        words = rng.sample(vocab[:40], 4) + rng.sample(vocab[40:], rng.randint(2, 10))
+        tids = [sp.term_id(w) for w in words]
+        for key, pred in (("all", lambda s: True), ("alpha", lambda s: s[0] == "acme/alpha")):
+            with sync.lexical.rw.read():
+                mask, full = sp.mask(key, pred)
+                for k in (1, 10, 100):
+                    want = sp.topk(tids, mask, k, exhaustive=True)
+                    st: dict[str, int] = {}
+                    assert sp.topk(tids, mask, k, full=full, stats=st) == want, (words, key, k)
+                    pruned += st["phrases"] - st["essential"] >= 2
+    assert pruned > 50  # the multi-step non-essential path ran
+    cat.close()

@@ -137,7 +137,10 @@ class SparseSearcher:
         the phrases left sum below the k-th best partial score so far, no unseen document can
         reach the top k, and the phrases left are only looked up for the candidates that still
         can. Final scores are then summed phrase by phrase *in query order*, as FTS5 does, so
-        they are FTS5's to the last bit. ``full``: the mask admits every document in the
+        they are FTS5's to the last bit. The phrases left are taken one at a time, and before
+        each the candidates are pruned again against theta, raised to the k-th best partial
+        among them after each (the candidate set shrinks from ~10^5 to ~10^2 in a few steps at
+        1M documents, and with it the lookups). ``full``: the mask admits every document in the
         postings (skip the per-entry check). ``exhaustive`` scores every posting (comparison);
         ``stats`` receives the postings scored in full and in all.
         """
@@ -178,7 +181,7 @@ class SparseSearcher:
 
         def fast(docs: np.ndarray, tf: np.ndarray, idf: float) -> np.ndarray:
             f = tf.astype(np.float32)
-            return np.float32(idf) * ((f * np.float32(K1 + 1.0)) / (f + kd[docs]))
+            return np.float32(idf) * ((f * np.float32(K1 + 1.0)) / (f + kd.take(docs)))
 
         order = sorted(range(len(phrases)), key=lambda j: -phrases[j][1])
         # Partial sums (any order): only used to choose the candidates, whose exact scores are
@@ -189,9 +192,10 @@ class SparseSearcher:
                 phrases, order, acc, seen, mask, k, full, exhaustive, stats, fast, avgdl
             )
         finally:
-            touched = np.flatnonzero(seen)
-            acc[touched] = 0.0
-            seen[touched] = False
+            # Clearing whole buffers (memset, ~0.3 ms at 1M ids) beats finding the touched
+            # entries (flatnonzero over 1M ids is 1-3 ms) and scattering zeros to them.
+            acc.fill(0.0)
+            seen.fill(False)
 
     def _shortlist_tfs(self, cand: np.ndarray, phrases: list[Phrase]) -> np.ndarray:
         """Term frequency of each phrase (columns) in each shortlisted document (rows).
@@ -250,6 +254,15 @@ class SparseSearcher:
             self._local.bufs = bufs
         return bufs[0][:n], bufs[1][:n]
 
+    @staticmethod
+    def _raise(theta: float, acc: np.ndarray, cand: np.ndarray, k: int) -> float:
+        """``theta`` raised to the k-th best partial score among ``cand`` (distinct documents;
+        scores only grow, so that stays a lower bound of the k-th best final score)."""
+        if len(cand) <= k:
+            return theta
+        kth = float(np.partition(acc[cand], len(cand) - k)[len(cand) - k])
+        return max(theta, kth * (1 - EPS))
+
     def _topk(
         self,
         phrases: list[Phrase],
@@ -277,6 +290,8 @@ class SparseSearcher:
                 if not full:
                     sel = mask.take(docs)  # take: twice the speed of [] here
                     docs, tf = docs[sel], tf[sel]
+                # Fancy indexing converts uint32 indices to intp on every use: convert once.
+                docs = docs.astype(np.intp)
                 if len(docs):
                     acc[docs] += fast(docs, tf, idf)  # one segment per doc, once per term
                     seen[docs] = True
@@ -296,23 +311,36 @@ class SparseSearcher:
         cand = np.flatnonzero(seen)
         if split < len(order):
             cand = cand[acc[cand] * (1 + EPS) + rest_after[split] >= theta]
-            is_cand: np.ndarray | None = None
-            for j in order[split:]:
-                idf, _, locs, _ = phrases[j]
+            theta = self._raise(theta, acc, cand, k)
+            member: np.ndarray | None = None
+            for step in range(split, len(order)):
+                # A candidate whose partial score plus the bounds of the phrases left stays
+                # below theta cannot reach the top k; theta rises as the partials grow.
+                cand = cand[acc[cand] * (1 + EPS) + rest_after[step] >= theta]
+                idf, _, locs, _ = phrases[order[step]]
                 for seg, pos in locs:
                     docs, tf = seg.postings_at(pos)
                     if 16 * len(cand) < len(docs):
-                        at = np.minimum(np.searchsorted(docs, cand), len(docs) - 1)
-                        hit = docs[at] == cand
+                        # In the postings' dtype: searchsorted would otherwise convert (copy)
+                        # the whole postings list to the candidates' int64 on every call.
+                        c32 = cand.astype(np.uint32)
+                        at = np.minimum(np.searchsorted(docs, c32), len(docs) - 1)
+                        hit = docs[at] == c32
                         d, f = cand[hit], tf[at[hit]]
                     else:
-                        if is_cand is None:
-                            is_cand = np.zeros(len(mask), dtype=bool)
-                            is_cand[cand] = True
-                        sel = is_cand[docs]
-                        d, f = docs[sel], tf[sel]
+                        # Membership in a superset of the candidates: the first time ``seen``
+                        # itself (no array to build), afterwards the candidates as a mask. A
+                        # pruned document may gain a partial here; it is never read again.
+                        if member is None:
+                            member = seen
+                        elif member is seen:
+                            member = np.zeros(len(mask), dtype=bool)
+                            member[cand] = True
+                        sel = member.take(docs)
+                        d, f = docs[sel].astype(np.intp), tf[sel]
                     if len(d):
                         acc[d] += fast(d, f, idf)
+                theta = self._raise(theta, acc, cand, k)
         if len(cand) == 0:
             return []
         approx = acc[cand]
