@@ -180,8 +180,14 @@ class SparseSearcher:
         kd = self._k_doc(avgdl)
 
         def fast(docs: np.ndarray, tf: np.ndarray, idf: float) -> np.ndarray:
+            # (f * idf(k1+1)) / (f + kd) in place: two temporaries instead of five, and within
+            # the same few roundings of the double expression (EPS above).
             f = tf.astype(np.float32)
-            return np.float32(idf) * ((f * np.float32(K1 + 1.0)) / (f + kd.take(docs)))
+            den = kd.take(docs)
+            den += f
+            f *= np.float32(idf * (K1 + 1.0))
+            f /= den
+            return f
 
         order = sorted(range(len(phrases)), key=lambda j: -phrases[j][1])
         # Partial sums (any order): only used to choose the candidates, whose exact scores are
@@ -284,7 +290,7 @@ class SparseSearcher:
                 split = step  # no document outside `seen` can reach the top k any more
                 break
             idf, _, locs, _ = phrases[j]
-            got = []
+            parts = []
             for seg, pos in locs:
                 docs, tf = seg.postings_at(pos)
                 if not full:
@@ -293,16 +299,19 @@ class SparseSearcher:
                 # Fancy indexing converts uint32 indices to intp on every use: convert once.
                 docs = docs.astype(np.intp)
                 if len(docs):
-                    acc[docs] += fast(docs, tf, idf)  # one segment per doc, once per term
+                    # One segment per doc, once per term: the new partials are kept for theta.
+                    part = acc[docs]
+                    part += fast(docs, tf, idf)
+                    acc[docs] = part
                     seen[docs] = True
-                    got.append(docs)
-            if not exhaustive and got:
-                docs = np.concatenate(got) if len(got) > 1 else got[0]
-                if len(docs) >= k:
+                    parts.append(part)
+            if not exhaustive and parts:
+                part = np.concatenate(parts) if len(parts) > 1 else parts[0]
+                if len(part) >= k:
                     # The k-th best partial among this phrase's documents: a lower bound of the
                     # k-th best final score (scores only grow), so pruning against it is safe.
-                    kth = float(np.partition(acc[docs], len(docs) - k)[len(docs) - k])
-                    theta = max(theta, kth * (1 - EPS))
+                    part.partition(len(part) - k)
+                    theta = max(theta, float(part[len(part) - k]) * (1 - EPS))
         if stats is not None:
             sizes = [sum(len(s.postings_at(p)[0]) for s, p in ph[2]) for ph in phrases]
             stats["postings"] = sum(sizes)
