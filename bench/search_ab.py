@@ -1,7 +1,7 @@
 """In-process A/B of the search path at scale: an older commit's Searcher against this tree's.
 
 One Service is opened on a ``bench/scale.py`` data dir (e.g. ``/tmp/scdb-scale/scale-100000``);
-the search modules of ``--old`` (``hybrid``, ``hits``, ``lexical``, ``sparse_search``) are read
+the search modules of ``--old`` (``MODULES``) are read
 with ``git show`` and loaded beside this tree's under ``*_old`` names, so both Searchers share the
 Service, its catalog and its indexes but keep their own caches. Each query runs on both, the order
 alternating, which is the fairest pairing a shared, loaded machine allows (``bench/search_profile
@@ -11,7 +11,7 @@ both return the same hits.
 
     .venv/bin/python bench/search_ab.py --data /tmp/scdb-scale/scale-100000 --old 2175712
 
-Changes outside those four modules (service.py) are in both arms.
+Changes outside those modules (service.py, the catalog's connections) are in both arms.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import scale as S  # noqa: E402
 import scale_data as SD  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-MODULES = ("hits", "sparse_search", "lexical", "hybrid")  # dependencies first
+MODULES = ("visibility", "fusion", "hits", "sparse_search", "lexical", "hybrid")  # deps first
 
 
 def load_old(commit: str, tmp: Path) -> ModuleType:
@@ -68,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--levels", default="1%,10%", help="scope filters (1%%, 10%%, 100%%)")
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="drop each arm's per-predicate caches (masks, candidate sets) before every query:"
+        " bench/peers.py's filtered cells, where each query has its own scope",
+    )
     args = ap.parse_args(argv)
 
     import superchargedb.search  # noqa: F401  (the package the old modules load into)
@@ -80,8 +86,18 @@ def main(argv: list[str] | None = None) -> int:
     svc, alice, _ = S.open_service(args.data, cache, "sparse")
     arms = {"new": svc.searcher, "old": hybrid_old.Searcher(svc)}
 
+    def drop_caches(searcher: Any) -> None:
+        from superchargedb.search.candidates import CandidateCache
+
+        searcher.candidates = CandidateCache(svc.settings.candidate_cache_max_bytes)
+        sp = getattr(searcher.lexical, "_searcher", None)
+        if sp is not None:
+            sp._masks.clear()
+
     def one(arm: str, q: Any, level: str) -> tuple[float, float, list[Any]]:
         svc.searcher = arms[arm]
+        if args.cold:
+            drop_caches(arms[arm])
         body = {"q": q.text, "mode": "hybrid", "top_k": 100}
         t0, c0 = time.perf_counter(), time.process_time()
         out = svc.search(alice, body, query_scope=q.scope(level))

@@ -41,3 +41,18 @@ def test_readers_of_finished_threads_are_closed(tmp_path: Path) -> None:
     finally:
         cat.close()
     assert open_handles(db) == 0
+
+
+def test_reader_memory_map_is_configurable(tmp_path: Path) -> None:
+    """Readers map the file for their reads when asked (SCDB_SQLITE_READER_MMAP_MB), not
+    otherwise; the writer never does."""
+    db = (tmp_path / "catalog.db").resolve()
+    on, off = Catalog(db, "FULL", reader_mmap_mb=64), Catalog(db, "FULL", reader_mmap_mb=0)
+    try:
+        assert on.reader().execute("PRAGMA mmap_size").fetchone()[0] == 64 * 2**20
+        assert off.reader().execute("PRAGMA mmap_size").fetchone()[0] == 0
+        with on.write() as w:
+            assert w.execute("PRAGMA mmap_size").fetchone()[0] == 0
+    finally:
+        on.close()
+        off.close()

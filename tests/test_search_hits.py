@@ -8,6 +8,7 @@ import random
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -122,3 +123,51 @@ def test_exact_scan_gives_way_when_a_candidate_left_the_index(tmp_path: Path) ->
     store.apply([VectorOp(1, "add", "text", 1, np.ones(8, np.float32))])
     c = Candidates(np.array([1, 2], dtype=np.uint64))  # 2 was never (or no longer) indexed
     assert exact_top(store, CandidateCache(), ("k",), c, "text", np.ones(8, np.float32), 5) is None
+
+
+def test_hits_keep_locators_and_rank_alike_cold_and_warm(tmp_path: Path, embedder: Any) -> None:
+    """Hydration reads the Locator columns only for rows that have one: a located hit still
+    carries its Locator, an unlocated one None. The dense leg's first query of a predicate (the
+    store's exact plan) and the next ones (the cached matrix) return the same hits."""
+    from fastapi.testclient import TestClient
+
+    from conftest import ALICE, make_service
+    from superchargedb.api.app import create_app
+    from superchargedb.demo import seed_principals
+
+    svc = make_service(tmp_path / "data", embedder, cache_max_bytes=0)  # no result cache
+    seed_principals(svc)
+    try:
+        with TestClient(create_app(svc), raise_server_exceptions=False) as c:
+            units = [
+                {
+                    "text": f"Renewal forecast {i}: the backend pipeline closes deals in Q{i % 4}.",
+                    "scope": "acme/alpha/backend",
+                    "doc_id": f"d{i}",
+                    "acl_groups": ["eng-backend"],
+                    **(
+                        {"locator": {"kind": "line_range", "start": i + 1, "end": i + 2}}
+                        if i % 2
+                        else {}
+                    ),
+                }
+                for i in range(12)
+            ]
+            r = c.post("/v1/ingest", headers=ALICE, json={"units": units})
+            assert r.status_code == 200, r.text
+            body = {"q": "backend renewal forecast pipeline", "top_k": 12}
+            runs = [
+                c.post("/v1/search", headers=ALICE, json=body, params={"scope": "acme/alpha"})
+                for _ in range(3)
+            ]
+        hits = [r.json()["hits"] for r in runs]
+        assert all(r.json()["trace"]["cache"] == "miss" for r in runs)
+        assert all(h == hits[0] for h in hits[1:])
+        assert len(hits[0]) == 12
+        for h in hits[0]:
+            i = int(h["doc_id"][1:])
+            want = {"kind": "line_range", "start": i + 1, "end": i + 2} if i % 2 else None
+            assert h["locator"] == want
+            assert h["ranks"]["dense"] is not None
+    finally:
+        svc.close()

@@ -96,3 +96,41 @@ def test_mask_is_not_reused_after_a_reset(tmp_path: Path) -> None:
     ix.sig[0], ix.live[0], ix.n_docs, ix.version = 0, True, 1, version
     with ix.rw.read():
         assert sp.mask(vis.key, vis)[0][:1].tolist() == [False]
+
+
+def test_cached_halves_never_cross_principals_or_signatures() -> None:
+    """The per-signature halves cached in SigColumns (ACL half per caller, scope half per scope
+    list) give the reference answer in any order of callers, including two callers that share
+    their groups but not their name (owner-only signatures), and after new signatures arrive."""
+    rng = random.Random(11)
+    sigs = [random_sig(rng) for _ in range(300)]
+    sigs.append(("acme/alpha", "text", "text", "alice", ()))  # owner-only: alice's alone
+    cols = SigColumns()
+    cols.sync(sigs, 0, 200)
+
+    def vis(name: str, groups: set[str], scopes: tuple[str, ...]) -> Visibility:
+        return Visibility(
+            scopes=scopes,
+            name=name,
+            groups=frozenset(groups),
+            planes=frozenset(PLANES),
+            mods=frozenset(),
+            f_owner=None,
+            f_groups=None,
+            mutations=frozenset(scopes_mod.MUTATIONS),
+        )
+
+    callers = [
+        vis("alice", {"g1"}, ("acme",)),
+        vis("bob", {"g1"}, ("acme",)),  # same groups and scope, another name
+        vis("alice", {"g1"}, ("other",)),  # same caller, another scope
+        vis("carol", set(), ("acme", "other")),
+    ]
+    for n in (200, len(sigs)):
+        cols.sync(sigs, 0, n)
+        for _ in range(3):
+            for v in rng.sample(callers, len(callers)):
+                want = np.fromiter((v(s) for s in sigs[:n]), dtype=bool, count=n)
+                assert np.array_equal(v.over(cols), want)
+    assert callers[0].over(cols)[-1] and not callers[1].over(cols)[-1]
+    assert len(cols._parts) <= SigColumns._PARTS

@@ -97,6 +97,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
                 settings.sqlite_synchronous,
                 writer_cache_mb=settings.sqlite_cache_mb,
                 reader_cache_mb=settings.sqlite_reader_cache_mb,
+                reader_mmap_mb=settings.sqlite_reader_mmap_mb,
             )
             self.audit_key = audit.load_key(settings.audit_key_file)
             self.audit_anchor = audit.anchor_path(data, settings.audit_anchor_file)

@@ -14,6 +14,7 @@ reference form, used by the tests to check the vectorized one).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -56,9 +57,16 @@ class SigColumns:
     so a code can never point at another generation's signature.
     """
 
+    _PARTS = 64  # cached per-signature results of one predicate part (1 byte a signature)
+
     def __init__(self) -> None:
         self._epoch = -1
         self.cols = [_Column() for _ in range(5)]
+        # Per-signature results of the two halves of a predicate, for the signatures as they
+        # are now: the caller's ACL/plane/modality half is the same for all its queries, the
+        # scope half for all queries in one scope. Deciding them again per distinct value was
+        # most of a cold mask (each query of the 1 % bench cell has a scope of its own).
+        self._parts: OrderedDict[Hashable, np.ndarray] = OrderedDict()
 
     @property
     def n(self) -> int:
@@ -69,10 +77,23 @@ class SigColumns:
         index's read lock)."""
         if epoch != self._epoch or n < self.n:
             self._epoch, self.cols = epoch, [_Column() for _ in range(5)]
+            self._parts.clear()
         if n > self.n:
             new = sigs[self.n : n]
             for j, col in enumerate(self.cols):
                 col.extend([s[j] for s in new])
+            self._parts.clear()  # results cover the old signatures only
+
+    def part(self, key: Hashable, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """``compute()`` over the current signatures, cached under ``key`` until they change
+        (a new epoch or new signatures; signatures themselves never change)."""
+        got = self._parts.get(key)
+        if got is None or len(got) != self.n:
+            got = compute()
+            self._parts[key] = got
+            while len(self._parts) > self._PARTS:
+                self._parts.popitem(last=False)
+        return got
 
 
 @dataclass(frozen=True)
@@ -100,8 +121,28 @@ class Visibility:
         )
 
     def over(self, sc: SigColumns) -> np.ndarray:
-        """The predicate of every signature in ``sc`` (bool, length ``sc.n``)."""
-        scope, plane, modality, owner, groups = sc.cols
+        """The predicate of every signature in ``sc`` (bool, length ``sc.n``): the scope half
+        and the rest, each cached in ``sc`` under the fields it reads."""
+        acl = sc.part(("acl", *self._acl_fields()), lambda: self._acl_over(sc))
+        scopes = sc.part(("scope", self.scopes, self.mutations), lambda: self._scope_over(sc))
+        return acl & scopes
+
+    def _acl_fields(self) -> tuple[Hashable, ...]:
+        return (
+            self.name,
+            self.groups,
+            self.planes,
+            self.mods,
+            self.f_owner,
+            self.f_groups,
+            self.mutations,
+        )
+
+    def _scope_over(self, sc: SigColumns) -> np.ndarray:
+        return sc.cols[0].ok(lambda s: within_any(s, self.scopes))
+
+    def _acl_over(self, sc: SigColumns) -> np.ndarray:
+        _, plane, modality, owner, groups = sc.cols
         ok = plane.ok(lambda p: p in self.planes)
         if self.mods:
             ok &= modality.ok(lambda m: m in self.mods)
@@ -113,7 +154,6 @@ class Visibility:
         if self.f_groups:
             fg = self.f_groups
             ok &= groups.ok(lambda g: not fg.isdisjoint(g))
-        ok &= scope.ok(lambda s: within_any(s, self.scopes))
         return ok
 
     @property
