@@ -7,7 +7,8 @@ Service, its catalog and its indexes but keep their own caches. Each query runs 
 alternating, which is the fairest pairing a shared, loaded machine allows (``bench/search_profile
 --ab`` pairs rounds of two processes instead). Hybrid, top_k=100, SciFact claims as queries with
 cached vectors; reports wall (query embedding excluded) and CPU time per cell, and checks that
-both return the same hits.
+both return the same hits. ``--cold`` drops each arm's per-predicate caches before every query:
+bench/peers.py's filtered cells are cold, each query having a scope of its own.
 
     .venv/bin/python bench/search_ab.py --data /tmp/scdb-scale/scale-100000 --old 2175712
 
@@ -38,17 +39,20 @@ MODULES = ("visibility", "fusion", "hits", "sparse_search", "lexical", "hybrid")
 
 
 def load_old(commit: str, tmp: Path) -> ModuleType:
-    """The old ``hybrid`` module, its relative imports of the other three renamed ``*_old``."""
+    """The old ``hybrid`` module, its imports of the other ``MODULES`` renamed ``*_old``."""
     mods: dict[str, ModuleType] = {}
+    srcs: dict[str, str] = {}
     for name in MODULES:
-        src = subprocess.run(
+        got = subprocess.run(
             ["git", "show", f"{commit}:src/superchargedb/search/{name}.py"],
             cwd=REPO,
-            check=True,
             capture_output=True,
             text=True,
-        ).stdout
-        for other in MODULES:
+        )
+        if got.returncode == 0:  # a module the commit does not have stays this tree's
+            srcs[name] = got.stdout
+    for name, src in srcs.items():
+        for other in srcs:
             src = src.replace(f"from .{other} import", f"from .{other}_old import")
         path = tmp / f"{name}_old.py"
         path.write_text(src)
