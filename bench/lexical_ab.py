@@ -27,6 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import quality as Q  # noqa: E402
 import scale_data as SD  # noqa: E402
+from search_ab import report_pairs  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -102,16 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 if r == 0:
                     want = arms["new"].topk(tids, m, args.k, exhaustive=True)
                     errors += got["new"] != want or got["old"] != want
-        a = {k: np.array(v) for k, v in res.items()}
-        for arm in ("old", "new"):
-            w, c = a[arm][:, 0], a[arm][:, 1]
-            print(
-                f"{level} {arm}: wall p50 {np.median(w):.2f} p95 {np.percentile(w, 95):.2f}"
-                f" | cpu p50 {np.median(c):.2f} p95 {np.percentile(c, 95):.2f} ms"
-            )
-        ratio = np.median(a["new"][:, 0] / a["old"][:, 0])
-        cpu = np.median(a["new"][:, 1]) / np.median(a["old"][:, 1])
-        print(f"{level} new/old: paired wall ratio p50 {ratio:.3f}, cpu p50 ratio {cpu:.3f}")
+        report_pairs(level, res)
     print(f"top-k differing from the exhaustive ranking: {errors}")
     return 1 if errors else 0
 

@@ -65,6 +65,20 @@ def load_old(commit: str, tmp: Path) -> ModuleType:
     return mods["hybrid"]
 
 
+def report_pairs(level: str, res: dict[str, list[tuple[float, float]]]) -> None:
+    """Print each arm's wall/CPU p50 and p95 and the paired new/old ratios (ms pairs)."""
+    a = {k: np.array(v) for k, v in res.items()}
+    for arm in ("old", "new"):
+        w, c = a[arm][:, 0], a[arm][:, 1]
+        print(
+            f"{level} {arm}: wall p50 {np.median(w):.2f} p95 {np.percentile(w, 95):.2f}"
+            f" | cpu p50 {np.median(c):.2f} p95 {np.percentile(c, 95):.2f} ms"
+        )
+    ratio = np.median(a["new"][:, 0] / a["old"][:, 0])
+    cpu = np.median(a["new"][:, 1]) / np.median(a["old"][:, 1])
+    print(f"{level} new/old: paired wall ratio p50 {ratio:.3f}, cpu p50 ratio {cpu:.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, required=True, help="a bench/scale.py data dir")
@@ -124,16 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                         wall, cpu, got[arm] = one(arm, q, level)
                         res[arm].append((wall, cpu))
                     differ += got["old"] != got["new"]
-            a = {k: np.array(v) for k, v in res.items()}
-            for arm in ("old", "new"):
-                w, c = a[arm][:, 0], a[arm][:, 1]
-                print(
-                    f"{level} {arm}: wall p50 {np.median(w):.2f} p95 {np.percentile(w, 95):.2f}"
-                    f" | cpu p50 {np.median(c):.2f} p95 {np.percentile(c, 95):.2f} ms"
-                )
-            ratio = np.median(a["new"][:, 0] / a["old"][:, 0])
-            cpu = np.median(a["new"][:, 1]) / np.median(a["old"][:, 1])
-            print(f"{level} new/old: paired wall ratio p50 {ratio:.3f}, cpu p50 ratio {cpu:.3f}")
+            report_pairs(level, res)
         print(f"queries whose hits differ: {differ}")
     finally:
         svc.close()
