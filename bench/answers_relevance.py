@@ -29,12 +29,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "bench"))
 
+from answers import DATA  # noqa: E402
 from quality import git_commit  # noqa: E402
 from superchargedb.answer.localize import Localizer  # noqa: E402
 from superchargedb.answer.relevance import RELEVANCE_CUT, relevance  # noqa: E402
 from superchargedb.models.embedder import make_embedder  # noqa: E402
 
-DATA = REPO.parent / "shared" / "eval" / "xquad-en"
 MAX_GOLD_LOSS = 0.005  # citation recall (goal 0.95, local model 0.95) has no room for more
 GRID = [round(-0.05 - 0.01 * i, 2) for i in range(56)]  # -0.05 .. -0.60
 PASSAGES = 5  # Settings.answer_passages
