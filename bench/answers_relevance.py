@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|",
     ]
     for g in grid:
-        if g["cut"] in (-0.1, -0.15, -0.2, cut, -0.3, -0.35, -0.4, -0.5, -0.6) or g["cut"] == cut:
+        if g["cut"] in (-0.1, -0.15, -0.2, cut, -0.3, -0.35, -0.4, -0.5, -0.6):
             mark = " **(chosen)**" if g["cut"] == cut else ""
             lines.append(
                 f"| {g['cut']}{mark} | {g['calibration_gold_below']:.2%} | "

@@ -223,8 +223,8 @@ class Answerer:
             if f.support is None:
                 draft.dropped.append({"text": clean, "reason": f.reason})
                 continue
-            if f.reason:
-                draft.dropped.append({"text": clean, "reason": f.reason, "kind": "marker"})
+            if f.reason:  # a note on a kept sentence: which [n] went, and why
+                draft.dropped.append({"text": clean, "reason": f.reason})
             draft.sentences.append(Sentence(clean, f.passages, f.support))
         # A dropped marker on a kept sentence is reported but is not a dropped sentence.
         draft.dropped = [

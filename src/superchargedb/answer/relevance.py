@@ -57,8 +57,9 @@ def focus(
 ) -> Focus:
     """Apply both rules to a sentence whose citations ``cited`` already support it."""
 
-    def others(keep: Sequence[int]) -> list[str]:
-        return [t for n, t in texts.items() if n not in keep]
+    # What the sentence does not cite. A cited sibling that says the same must not count as
+    # evidence against its twin, so checks of a subset still leave every cited passage out.
+    uncited = [t for n, t in texts.items() if n not in cited]
 
     def marks(ns: Sequence[int]) -> str:
         return "".join(f"[{n}]" for n in ns)
@@ -66,20 +67,18 @@ def focus(
     relevant = [n for n in cited if rel.get(n, float("-inf")) >= cut]
     off = [n for n in cited if n not in relevant]
     if not relevant:
-        worst = max(rel.get(n, float("-inf")) for n in cited)
+        best = max(rel.get(n, float("-inf")) for n in cited)
         return Focus(
             [],
             None,
             f"cites {marks(off)}, which does not answer the question "
-            f"(relevance {worst:.2f} < {cut:.2f})",
+            f"(relevance {best:.2f} < {cut:.2f})",
         )
     notes = []
     if off:
         notes.append(f"{marks(off)} removed: does not answer the question")
     if len(relevant) > 1:
-        # Each alone, against the passages the sentence does not cite: a sibling that says the
-        # same must not count as evidence against its twin.
-        alone = [(n, checker.check(sentence, [texts[n]], others(cited))) for n in relevant]
+        alone = [(n, checker.check(sentence, [texts[n]], uncited)) for n in relevant]
         ok = [(n, s) for n, s in alone if s.supported]
         if ok:
             n, s = max(ok, key=lambda p: rel[p[0]])  # first of equals: the model's order
@@ -88,7 +87,7 @@ def focus(
             return Focus([n], s, "; ".join(notes))
     if off:
         # The removed passage may have carried part of the claim: recheck what is left.
-        support = checker.check(sentence, [texts[n] for n in relevant], others(cited))
+        support = checker.check(sentence, [texts[n] for n in relevant], uncited)
         if not support.supported:
             reason = f"{notes[0]}; the rest does not support it: " + "; ".join(support.reasons)
             return Focus([], None, reason)
