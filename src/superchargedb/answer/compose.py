@@ -34,6 +34,7 @@ class Sentence:
     passages: list[int]  # passage numbers n it cites
     support: Support
     span: tuple[int, int] | None = None  # localized span in its passage (extractive)
+    spans: dict[int, tuple[int, int]] = field(default_factory=dict)  # per cited passage (model)
 
 
 @dataclass
@@ -80,7 +81,11 @@ def build_answer(
     for n in order:
         ev = by_n[n]
         hit = ev.hit
-        cands = [s.span for s in draft.sentences if n in s.passages and s.span is not None]
+        cands = [
+            sp
+            for s in draft.sentences
+            if n in s.passages and (sp := s.spans.get(n, s.span)) is not None
+        ]
         best = ev.best
         # One citation per passage: its span covers every sentence of the answer citing it.
         if cands:

@@ -18,7 +18,7 @@ from .answerability import MIN_SCORE, Rule, decide
 from .compose import Draft, Sentence, build_answer, is_refusal, refusal, split_markers
 from .context import passages_for
 from .extractive import extract
-from .localize import Evidence, Localizer
+from .localize import Evidence, Localizer, sentence_span
 from .pricing import chat_cost, compute_cost
 from .providers import ChatProvider, Passage, ProviderFailed, SynthOutput
 from .relevance import RELEVANCE_CUT, focus, relevance
@@ -184,6 +184,7 @@ class Answerer:
     def _check_llm(self, text: str, evidence: list[Evidence]) -> Draft:
         t = time.perf_counter()
         by_n = {ev.n: ev.hit["text"] for ev in evidence}
+        ev_of = {ev.n: ev for ev in evidence}
         prime = getattr(self.checker, "prime", None)
         if prime is not None:  # embed every passage sentence in one batch, once
             prime(list(by_n.values()))
@@ -225,7 +226,9 @@ class Answerer:
                 continue
             if f.reason:  # a note on a kept sentence: which [n] went, and why
                 draft.dropped.append({"text": clean, "reason": f.reason})
-            draft.sentences.append(Sentence(clean, f.passages, f.support))
+            # Each citation points at the sentence of its passage this one rests on.
+            spans = {n: sp for n in f.passages if (sp := sentence_span(ev_of[n], clean))}
+            draft.sentences.append(Sentence(clean, f.passages, f.support, spans=spans))
         # A dropped marker on a kept sentence is reported but is not a dropped sentence.
         draft.dropped = [
             d

@@ -1,0 +1,96 @@
+"""A model sentence's citation points at the sentence of its passage it rests on
+(answer/localize.py ``sentence_span``), not only at the localizer's best sentence."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from conftest import ALICE, make_service
+from fake_openai import FakeOpenAI
+from superchargedb.answer.localize import Localizer, sentence_span
+
+PLAN = "The storage migration for the billing service was planned by the platform team in March."
+WINDOW = "The cutover window for the billing service migration was set for a Sunday night."
+MOVED = "Engineers moved 4.2 terabytes of ledger data to the new cluster in six hours."
+PASSAGE = f"{PLAN} {WINDOW} {MOVED}"
+QUESTION = "How much data did the billing service migration move?"
+ANSWER = "Engineers moved 4.2 terabytes of ledger data to the new cluster"
+
+
+@pytest.fixture(scope="module")
+def evidence(embedder):
+    hit = {"text": PASSAGE, "unit_id": "u1", "doc_id": "d1"}
+    return Localizer(embedder).localize(QUESTION, [hit])[0]
+
+
+def test_span_follows_the_answer_terms_of_the_sentence(evidence):
+    # The premise: the question's words sit in the first sentences, the answer in the last.
+    assert evidence.best is not None and evidence.best.text != MOVED
+    start, end = sentence_span(evidence, f"{ANSWER}.") or (0, 0)
+    assert PASSAGE[start:end] == MOVED
+
+
+def test_span_without_answer_terms_is_the_localizers_best(evidence):
+    # A sentence that only restates the question has nothing to follow.
+    best = evidence.best
+    assert best is not None
+    assert sentence_span(evidence, "Much data for the billing service migration.") == (
+        best.start,
+        best.end,
+    )
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as f:
+        yield f
+
+
+@pytest.fixture
+def client(tmp_path, embedder, fake):
+    from fastapi.testclient import TestClient
+
+    from superchargedb.api.app import create_app
+    from superchargedb.demo import seed_principals
+
+    svc = make_service(
+        tmp_path / "d",
+        embedder,
+        openai_base_url=fake.url,
+        openai_api_key="sk-t",
+        openai_chat_model="gpt-4o-mini",
+    )
+    seed_principals(svc)
+    unit = {"text": PASSAGE, "doc_id": "migration", "acl_groups": ["eng-backend"]}
+    svc.ingest(svc.authenticate("Bearer aegis_sk_alice"), {"units": [unit]})
+    with TestClient(create_app(svc), raise_server_exceptions=False) as c:
+        yield c
+    svc.close()
+
+
+def test_model_citation_locator_is_the_sentence_it_rests_on(client, fake):
+    fake.reply = f"{ANSWER} [1]."
+    r = client.post("/v1/answer", headers=ALICE, json={"q": QUESTION, "top_k": 3})
+    assert r.status_code == 200, r.text
+    a = r.json()["answer"]
+    assert a["extractive"] is False and a["provider"] == "openai:gpt-4o-mini"
+    assert a["text"] == f"{ANSWER} [1]."
+    (c,) = a["citations"]
+    loc = c["locator"]
+    assert loc["kind"] == "char_span"
+    assert PASSAGE[loc["start"] : loc["end"]] == MOVED
+
+
+def test_extractive_citation_locator_unchanged(client, fake):
+    # The extractive synthesizer pins the sentence it quotes, as before.
+    fake.reply = "not a cited answer"
+    r = client.post("/v1/answer", headers=ALICE, json={"q": QUESTION, "top_k": 3})
+    assert r.status_code == 200, r.text
+    a = r.json()["answer"]
+    assert a["extractive"] is True
+    (c,) = a["citations"]
+    loc = c["locator"]
+    quoted = PASSAGE[loc["start"] : loc["end"]]
+    assert quoted and quoted.rstrip(".") in a["text"]
