@@ -414,6 +414,58 @@ def test_dense_candidates_from_the_index(svc) -> None:
     assert target in found("dense") and target in found("hybrid")
 
 
+def test_dense_candidates_of_one_plane_from_a_mask_over_all(svc) -> None:
+    """A search over several planes builds one mask (the lexical leg's) and narrows it to each
+    plane at the readable ids: the same ids as the catalog's scan of that plane."""
+    from superchargedb.search.candidates import readable_ids
+
+    alice = svc.authenticate("Bearer aegis_sk_alice")
+    units = [
+        {
+            "text": f"Survey frame {i} of the {TOPICS[i % 4]}.",
+            "doc_id": f"m{i}",
+            "modality": "image" if i % 3 == 0 else "text",
+            "acl_groups": ["eng"] if i % 2 else ["ops"],
+        }
+        for i in range(18)
+    ]
+    assert all(r["ok"] for r in svc.ingest(alice, {"units": units})["results"])
+    conn = svc.catalog.reader()
+    planes = ["text", "visual"]
+    query = AegisQuery(q="survey frame")
+    scopes = ["acme/alpha"]
+    where, params = filter_sql(query, planes, scopes, alice, svc.sync.applied_seq)
+    sizes = []
+    for plane in planes:
+        want = readable_ids(conn, where, params, plane).tolist()
+        got = svc.searcher.lexical.readable_ids(query, scopes, alice, plane, planes)
+        assert got is not None and got.tolist() == want, plane
+        sizes.append(len(want))
+    assert sizes == [12, 6]  # images are on the visual plane
+
+
+def test_a_stale_index_never_shows_what_the_catalog_hides(svc) -> None:
+    """Hybrid takes both legs' ids from the derived index unchecked and re-checks the fused
+    prefix once: a Unit the catalog no longer lets the caller read (a change the index has not
+    seen) is in neither leg's answer, in any mode."""
+    alice = svc.authenticate("Bearer aegis_sk_alice")
+    units = [
+        {"text": f"Caravan route {i} crosses the desert oasis.", "doc_id": f"c{i}"}
+        for i in range(6)
+    ]
+    assert all(r["ok"] for r in svc.ingest(alice, {"units": units})["results"])
+    with svc.catalog.write() as conn:  # behind the index's back: no outbox op
+        conn.execute("UPDATE units SET scope = 'acme/zeta' WHERE doc_id = 'c3'")
+    query = AegisQuery(q="caravan desert oasis route")
+    stale = svc.searcher.lexical.readable_ids(query, ["acme/alpha"], alice, "text")
+    hidden = svc.catalog.reader().execute("SELECT id FROM units WHERE doc_id = 'c3'").fetchone()
+    assert stale is not None and hidden[0] in stale.tolist()  # the index still says readable
+    for mode in ("hybrid", "lexical", "dense"):
+        out = svc.search(alice, {"q": query.q, "mode": mode, "top_k": 10}, "acme/alpha")
+        docs = {h["doc_id"] for h in out["hits"]}
+        assert docs == {f"c{i}" for i in range(6)} - {"c3"}, mode
+
+
 def test_other_format_is_rebuilt(tmp_path: Path) -> None:
     cat, sync = open_dir(tmp_path)
     write(cat, sync, texts()[:120], 0, 10)

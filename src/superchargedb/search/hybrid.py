@@ -127,7 +127,7 @@ class Searcher:
                 planes,
                 depth,
                 gens,
-                lambda plane: self.lexical.readable_ids(q, scopes, principal, plane),
+                lambda plane: self.lexical.readable_ids(q, scopes, principal, plane, planes),
                 epoch=seq,
             )
             trace.stages.append(Stage("vectorize", t.ms(), detail="+".join(planes) + plans))
@@ -135,10 +135,12 @@ class Searcher:
             trace.stages.append(Stage("embed", 0.0, skipped="mode=lexical"))
             trace.stages.append(Stage("vectorize", 0.0, skipped="mode=lexical"))
         terms = query_terms(q.q)
+        # In hybrid mode the fused prefix is re-checked below, both legs' ids at once.
+        unchecked = q.mode == "hybrid" and self.lexical.backend == "sparse"
         if q.mode in ("hybrid", "lexical"):
             t = _Timer()
             lexical, backend = self.lexical.search(
-                conn, q, terms, scopes, principal, planes, where, params, depth
+                conn, q, terms, scopes, principal, planes, where, params, depth, unchecked=unchecked
             )
             trace.stages.append(Stage("d1_fts", t.ms(), detail=f"{len(terms)} terms, {backend}"))
         else:
@@ -146,11 +148,12 @@ class Searcher:
         t = _Timer()
         fused = rrf([dense, lexical], k=s.rrf_k)
         rows: dict[int, tuple[Any, ...]] = {}
-        if dense and self.lexical.backend == "sparse":
-            # Dense candidates may come from the lexical index's mask: the exact predicate has
-            # the last word on every hit that leaves this function (an ACL change committed but
-            # not yet applied never shows). The check fetches the hit rows too (one query where
-            # a re-check then a hydration took two).
+        if (dense or unchecked) and self.lexical.backend == "sparse":
+            # Both legs' ids may come from the lexical index (the dense candidates from its
+            # mask, the lexical top unchecked): the exact predicate has the last word on every
+            # hit that leaves this function (an ACL change committed but not yet applied never
+            # shows). The check fetches the hit rows too (one query where a re-check then a
+            # hydration took two).
             need = max(q.top_k, s.rerank_depth if q.rerank else 0)
             fused, rows = self._recheck_prefix(conn, fused, need, where, params)
         trace.stages.append(Stage("rrf", t.ms(), detail=f"k={s.rrf_k}"))

@@ -155,8 +155,16 @@ class LexicalLeg:
         where: str,
         params: Sequence[object],
         limit: int,
+        *,
+        unchecked: bool = False,
     ) -> tuple[list[int], str]:
-        """Catalog rowids best first, and the backend that answered (for the trace)."""
+        """Catalog rowids best first, and the backend that answered (for the trace).
+
+        ``unchecked``: the caller re-checks every id it keeps against the exact predicate
+        (hybrid's fused prefix), so the derived index's top is returned without its own SQL
+        re-check (a tenth of a cold 1 %-filter search). The dense leg's ids come from the same
+        index unchecked; between them, the one re-check covers both legs.
+        """
         if not terms:
             return [], self.backend
         sp = self._searcher
@@ -165,7 +173,9 @@ class LexicalLeg:
         phrases = sp.term_ids_many(terms)
         if any(len(p) > 1 for p in phrases):
             return self._fts(conn, terms, scopes, principal, where, params, limit), "fts5 (phrase)"
-        return self._sparse(sp, conn, q, phrases, scopes, principal, planes, where, params, limit)
+        return self._sparse(
+            sp, conn, q, phrases, scopes, principal, planes, where, params, limit, unchecked
+        )
 
     @staticmethod
     def _fts(
@@ -200,22 +210,36 @@ class LexicalLeg:
         return vis.key, vis
 
     def readable_ids(
-        self, q: AegisQuery, scopes: Sequence[str], principal: Principal, plane: str
+        self,
+        q: AegisQuery,
+        scopes: Sequence[str],
+        principal: Principal,
+        plane: str,
+        planes: Sequence[str] | None = None,
     ) -> np.ndarray | None:
         """Sorted uint64 ids the caller may read in ``plane``, from the index's signature mask
         (milliseconds at 1M Units, where the catalog scan takes seconds), or None when the
         index cannot answer (not the sparse backend, not ready, doc-id or time filters). The
-        caller re-checks what it returns with :func:`recheck`."""
+        caller re-checks what it returns with :func:`recheck`.
+
+        ``planes``: every plane the search reads. The mask is taken over them all, the one the
+        lexical leg uses (cached: built once per search, not once per leg), then narrowed to
+        ``plane`` at the readable ids only.
+        """
         sp = self._searcher
         f = q.filters
         if sp is None or (self._ready is not None and not self._ready()):
             return None
         if f is not None and (f.doc_ids() or f.time is not None):
             return None
-        key, pred = self._predicate(q, scopes, principal, [plane])
+        over = list(planes) if planes else [plane]
+        key, pred = self._predicate(q, scopes, principal, over)
         with sp.ix.rw.read():
             mask, _ = sp.mask(key, pred)
-        return np.flatnonzero(mask).astype(np.uint64)
+            ids = np.flatnonzero(mask)
+            if set(over) != {plane}:
+                ids = sp.in_plane(ids, plane)
+        return ids.astype(np.uint64)
 
     def _sparse(
         self,
@@ -229,6 +253,7 @@ class LexicalLeg:
         where: str,
         params: Sequence[object],
         limit: int,
+        unchecked: bool = False,
     ) -> tuple[list[int], str]:
         f = q.filters
         key, pred = self._predicate(q, scopes, principal, planes)
@@ -251,6 +276,8 @@ class LexicalLeg:
                 top = sp.topk(tids, mask, fetch, full=full)
             if not top:
                 return [], detail
+            if unchecked:
+                return top[:limit], detail
             kept = recheck(conn, top, where, params)
             # Something in the index was newer than the caller's watermark, or stale: fetch more.
             if len(kept) >= limit or len(top) < fetch or fetch >= 16 * limit:

@@ -109,6 +109,17 @@ class SparseSearcher:
                 self._masks.popitem(last=False)
         return m, full
 
+    def in_plane(self, docs: np.ndarray, plane: str) -> np.ndarray:
+        """The documents of ``docs`` (readable, so with a signature) whose plane is ``plane``;
+        read lock held. The plane is decided per signature (cached) and gathered at ``docs``
+        only, where a mask of its own gathers over every document."""
+        ix = self.ix
+        with self._lock:
+            cols = self._cols
+            cols.sync(ix.sigs, ix.epoch, len(ix.sigs))
+            ok = cols.part(("plane", plane), lambda: cols.cols[1].ok(lambda v: v == plane))
+        return docs[ok[ix.sig[docs]]]
+
     def _k_doc(self, avgdl: float) -> np.ndarray:
         """``k1 * (1 - b + b * D / avgdl)`` per document, as float32 (candidate selection)."""
         ix = self.ix
