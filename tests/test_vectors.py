@@ -341,3 +341,58 @@ def test_sigkill_during_checkpoint_keeps_a_valid_watermark(
         expected = np.union1d(before[before != 3], np.arange(5001, 5041, dtype=np.uint64))
         np.testing.assert_array_equal(again.keys("text"), expected)
     assert not (tmp_path / "text.tmp").exists()
+
+
+def _mirror_matches_index(store: VectorStore, plane: str = "text") -> None:
+    """The plane's row mirror holds exactly the index's keys, with its f16 rows bit for bit."""
+    index = store._ix[plane]
+    keys = np.sort(np.asarray(index.keys, dtype=np.uint64))
+    mirror = store._rows[plane]
+    assert mirror is not None
+    probe = np.arange(0, int(keys.max()) + 50, dtype=np.uint64)
+    got, rows = mirror.present(probe)
+    assert got.tolist() == keys.tolist()
+    want = store._fetch(index, keys)
+    assert np.array_equal(rows.view(np.uint16), want.view(np.uint16))
+
+
+def test_row_mirror_follows_the_index_through_every_change(tmp_path: Path) -> None:
+    """Adds, removes, re-adds, compaction and a reload: the mirror the exact scans read stays
+    the index's own rows, and the exact plan ranks the same with or without it."""
+    x = clustered(3000, DIM, seed=3)
+    store = VectorStore(tmp_path, DIM, "test-model")
+    store.load()
+    store.apply(adds(range(1, 2001), x[:2000]))
+    gone = list(range(1, 2001, 7))
+    store.apply([VectorOp(3000 + i, "remove", "text", k, None) for i, k in enumerate(gone)])
+    store.apply(adds([1, 8], x[2000:2002], seq0=4000))  # removed keys come back
+    store.apply(adds(range(2001, 2900), x[2002:2901], seq0=5000))
+    _mirror_matches_index(store)
+    cand = np.arange(1, 2900, 3, dtype=np.uint64)
+    for q in x[2950:2955]:
+        with_rows = store.search("text", q, 10, cand)
+        mirror, store._rows["text"] = store._rows["text"], None
+        without = store.search("text", q, 10, cand)
+        store._rows["text"] = mirror
+        assert with_rows == without and len(with_rows) == 10
+    store.compact("text")
+    _mirror_matches_index(store)
+    store.checkpoint()
+    again = VectorStore(tmp_path, DIM, "test-model")
+    again.load()
+    _mirror_matches_index(again)
+    assert again.rows_nbytes() >= again.count("text") * DIM * 2
+
+
+def test_keys_too_sparse_for_the_mirror_fall_back_to_the_index(tmp_path: Path) -> None:
+    x = clustered(3, DIM, seed=5)
+    store = VectorStore(tmp_path, DIM, "test-model")
+    store.load()
+    far = 2**40
+    store.apply(adds([1, 2, far], x))
+    assert store._rows["text"] is None  # a 2**40-entry key table is not built
+    cand = np.array([1, 2, far], dtype=np.uint64)
+    assert store.search("text", x[2], 1, cand)[0][0] == far
+    assert store.get("text", [far]).shape == (1, DIM)
+    with pytest.raises(KeyError):
+        store.get("text", [3])

@@ -252,6 +252,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
                 self.embedder.cache_len() if isinstance(self.embedder, EmbedExecutor) else 0
             ),
             "units_indexed": float(sum(self.store.count(p) for p in PLANES)),
+            "vector_rows_mb": round(self.store.rows_nbytes() / mb, 2),
             "catalog_db_mb": round(self.catalog.path.stat().st_size / mb, 2),
             "catalog_wal_mb": round(wal.stat().st_size / mb, 2) if wal.exists() else 0.0,
         }

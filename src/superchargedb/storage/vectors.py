@@ -29,6 +29,7 @@ from usearch.index import search as usearch_search
 
 from superchargedb import faults
 from superchargedb.errors import UnavailableError
+from superchargedb.storage.vector_rows import RowMirror
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,9 @@ class VectorStore:
         self._durable = dict.fromkeys(PLANES, 0)
         self._changed = dict.fromkeys(PLANES, False)
         self._tombstones = dict.fromkeys(PLANES, 0)
+        # f16 rows by key for the exact scans (vector_rows.py); None: the plane's keys do not
+        # fit a direct-address table, rows are copied out of the index instead.
+        self._rows: dict[str, RowMirror | None] = {p: RowMirror(dim) for p in PLANES}
         self.last_plan: Plan | None = None  # best effort under concurrency; see search_planned
 
     # ------------------------------------------------------------------ helpers
@@ -149,6 +153,16 @@ class VectorStore:
             expansion_add=self.expansion_add,
             expansion_search=self.expansion_search,
         )
+
+    def _mirror(self, index: Index) -> RowMirror | None:
+        """A row mirror of ``index`` (keys in order, so the key table grows with the rows)."""
+        keys = np.sort(np.asarray(index.keys, dtype=np.uint64))
+        mirror = RowMirror(self.dim, capacity=len(keys))
+        for s in range(0, len(keys), _BUILD_BATCH):
+            block = keys[s : s + _BUILD_BATCH]
+            if not mirror.put(block, self._fetch(index, block)):
+                return None
+        return mirror
 
     def _check_plane(self, plane: str) -> None:
         if plane not in PLANES:
@@ -232,8 +246,9 @@ class VectorStore:
                         log.warning("vector checkpoint %s is invalid (%s); falling back", path, exc)
                         os.replace(path, path.with_name(path.name + ".corrupt"))
                 faults.point("vectors.load.after_restore")
+                mirror = self._mirror(index)
                 with self._rw.write():
-                    self._ix[plane] = index
+                    self._ix[plane], self._rows[plane] = index, mirror
                 self._applied[plane] = self._durable[plane] = seq
                 self._changed[plane] = False
                 self._tombstones[plane] = tomb
@@ -277,6 +292,9 @@ class VectorStore:
             faults.point("vectors.apply.before_remove")
             with self._rw.write():
                 removed = index.remove(np.uint64(run[0].key))  # missing key -> 0, no error
+                mirror = self._rows[plane]
+                if mirror is not None:
+                    mirror.drop(run[0].key)
             faults.point("vectors.apply.after_remove")
             self._tombstones[plane] += int(removed)
             self._changed[plane] = True
@@ -291,6 +309,10 @@ class VectorStore:
                 faults.point("vectors.apply.before_add")
                 with self._rw.write():
                     index.add(keys, vecs)
+                    # The index's own f16 rows, not a rounding of ``vecs`` of our own.
+                    mirror = self._rows[plane]
+                    if mirror is not None and not mirror.put(keys, self._fetch(index, keys)):
+                        self._rows[plane] = None
                 faults.point("vectors.apply.after_add")
                 self._changed[plane] = True
         self._applied[plane] = run[-1].seq
@@ -358,9 +380,10 @@ class VectorStore:
         self._check_plane(plane)
         with self._mutex:
             index = self._build(items, normalized=False)
+            mirror = self._mirror(index)
             faults.point("vectors.rebuild.mid")
             with self._rw.write():
-                self._ix[plane] = index
+                self._ix[plane], self._rows[plane] = index, mirror
             self._applied[plane], self._changed[plane], self._tombstones[plane] = seq, True, 0
 
     def compact(self, plane: str) -> None:
@@ -376,9 +399,10 @@ class VectorStore:
                     yield from zip(block.tolist(), self._fetch(old, block), strict=True)
 
             index = self._build(live(), normalized=True)
+            mirror = self._mirror(index)
             faults.point("vectors.compact.before_swap")
             with self._rw.write():
-                self._ix[plane] = index
+                self._ix[plane], self._rows[plane] = index, mirror
             self._changed[plane], self._tombstones[plane] = True, 0
             faults.point("vectors.compact.after_swap")
 
@@ -394,6 +418,10 @@ class VectorStore:
     def count(self, plane: str) -> int:
         self._check_plane(plane)
         return len(self._ix[plane])
+
+    def rows_nbytes(self) -> int:
+        """Bytes held by the planes' row mirrors (vector_rows.py)."""
+        return sum(m.nbytes for m in self._rows.values() if m is not None)
 
     def tombstones(self, plane: str) -> int:
         self._check_plane(plane)
@@ -436,11 +464,20 @@ class VectorStore:
         self._check_plane(plane)
         ks = np.asarray(keys, dtype=np.uint64).reshape(-1)
         with self._rw.read():
-            index = self._ix[plane]
-            present = np.asarray(index.contains(ks), dtype=bool).reshape(-1)
-            if not present.all():
-                raise KeyError(f"keys not in plane {plane!r}: {ks[~present][:10].tolist()}")
-            return self._fetch(index, ks).astype(np.float32)
+            got, rows = self._present(plane, ks)
+            if len(got) != len(ks):
+                absent = np.setdiff1d(ks, got)
+                raise KeyError(f"keys not in plane {plane!r}: {absent[:10].tolist()}")
+            return rows.astype(np.float32)
+
+    def _present(self, plane: str, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The keys of ``keys`` the plane holds (in order) and their f16 rows; read lock held."""
+        mirror = self._rows[plane]
+        if mirror is not None:
+            return mirror.present(keys)
+        index = self._ix[plane]
+        got = keys[np.asarray(index.contains(keys), dtype=bool).reshape(-1)]
+        return got, self._fetch(index, got)
 
     # ------------------------------------------------------------------ search
     def search(
@@ -491,25 +528,24 @@ class VectorStore:
             index = self._ix[plane]
             n = len(index)
             if cand is not None and (len(cand) <= exact_max or len(cand) <= exact_fraction * n):
-                return self._exact(index, q, k, cand), "exact"
+                return self._exact(plane, q, k, cand), "exact"
             hits = self._hnsw(index, q, k, cand, n)
             if hits is None:
                 assert cand is not None
-                return self._exact(index, q, k, cand), "exact"
+                return self._exact(plane, q, k, cand), "exact"
             return hits, "hnsw"
 
     def _exact(
-        self, index: Index, q: np.ndarray, k: int, cand: np.ndarray
+        self, plane: str, q: np.ndarray, k: int, cand: np.ndarray
     ) -> list[tuple[int, float]]:
         """Exact top-k over ``cand``: usearch's f16 SIMD scores every row (the query rounded to
         f16, error <= 5e-4), then every row within ``_SHORTLIST_MARGIN`` of the k-th is rescored
         in f32, so the result equals an f32 brute force, ties by key included."""
         if len(cand) == 0:
             return []
-        keys = cand[np.asarray(index.contains(cand), dtype=bool).reshape(-1)]
+        keys, rows = self._present(plane, cand)
         if len(keys) == 0:
             return []
-        rows = self._fetch(index, keys)
         m = usearch_search(
             rows, q.astype(np.float16), len(keys), MetricKind.Cos, exact=True, threads=1
         )
