@@ -38,6 +38,12 @@ METRIC, DTYPE = "cos", "f16"
 _FILE_RE = re.compile(r"^(?P<plane>[a-z_]+)\.(?P<seq>\d+)\.usearch$")
 _SHORTLIST_MARGIN = 2e-3  # > the f16 query rounding error of a cosine between unit vectors
 _BUILD_BATCH = 4096
+# HNSW over-fetch (the search's ef): k / selectivity x this, doubled while short of k hits.
+# Filtered, 2: at 1M Units with a 10 % filter the dense leg took 29 -> 14 ms p50 (search p95
+# 59 -> 41 ms CPU) for a top-100 recall against the exact scan of 0.975 -> 0.968 (40 queries).
+# Unfiltered, 4: at 2 the recall fell 0.958 -> 0.932 for 2 ms.
+FETCH_FACTOR = 4
+FILTERED_FETCH_FACTOR = 2
 
 Plan = Literal["exact", "hnsw"]
 
@@ -565,7 +571,8 @@ class VectorStore:
         if n == 0:
             return []
         selectivity = 1.0 if cand is None else max(len(cand) / n, 1.0 / n)
-        fetch = max(self.min_fetch, int(np.ceil(4 * k / selectivity)))
+        factor = FETCH_FACTOR if cand is None else FILTERED_FETCH_FACTOR
+        fetch = max(self.min_fetch, int(np.ceil(factor * k / selectivity)))
         while True:
             fetch = min(fetch, n)
             m = index.search(q, fetch)
