@@ -19,12 +19,8 @@ from superchargedb.search.candidates import CandidateCache, Candidates
 from superchargedb.storage.catalog import Catalog
 
 
-def candidates(n: int, dim: int = 0) -> Candidates:
-    c = Candidates(np.arange(1, n + 1, dtype=np.uint64))
-    if dim:
-        c.rows = np.ones((n, dim), np.float32)
-        c.norms = np.ones(n, np.float32)
-    return c
+def candidates(n: int) -> Candidates:
+    return Candidates(np.arange(1, n + 1, dtype=np.uint64))
 
 
 def test_result_cache_stays_under_its_byte_limit() -> None:
@@ -40,7 +36,7 @@ def test_result_cache_stays_under_its_byte_limit() -> None:
 def test_candidate_cache_stays_under_its_byte_limit() -> None:
     cache = CandidateCache(1 * 2**20)
     for i in range(2_000):
-        cache.put(("text", f"pred{i}", (), ()), candidates(500 + i % 300, dim=16), epoch=7)
+        cache.put(("text", f"pred{i}", (), ()), candidates(500 + i % 300), epoch=7)
         assert cache.nbytes <= cache.max_bytes
     assert sum(c.nbytes for c in cache._data.values()) == cache.nbytes
     assert 0 < len(cache) < 2_000
@@ -59,21 +55,6 @@ def test_candidate_cache_drops_entries_of_older_watermarks() -> None:
     cache.put(("text", "late", (3,), ()), candidates(1_000), epoch=3)
     assert cache.get(("text", "late", (3,), ())) is None
     assert len(cache) == 8
-
-
-def test_candidate_cache_accounts_for_a_matrix_attached_later() -> None:
-    cache = CandidateCache(1 * 2**20)
-    keys = [("text", f"k{i}", (), ()) for i in range(20)]
-    cs = [candidates(1_000) for _ in keys]
-    for k, c in zip(keys, cs, strict=True):
-        cache.put(k, c)
-    for k, c in zip(keys, cs, strict=True):
-        before = c.nbytes
-        c.rows = np.ones((1_000, 64), np.float32)  # 256 KB: a quarter of the bound at most
-        c.norms = np.ones(1_000, np.float32)
-        cache.grew(k, c, before)
-        assert cache.nbytes <= cache.max_bytes
-    assert sum(c.nbytes for c in cache._data.values()) == cache.nbytes
 
 
 def test_query_embedding_cache_stays_under_its_entry_limit(embedder: Embedder) -> None:
@@ -136,16 +117,3 @@ def test_sentence_vector_caches_do_not_pin_their_batches(embedder: Embedder) -> 
     for cache in (loc._cache, chk._cache):
         assert len(cache) == 40
         assert all(v.base is None and v.nbytes == 4 * embedder.dim for v in cache.values())
-
-
-def test_default_candidate_cache_keeps_a_matrix_of_the_exact_scan_ceiling() -> None:
-    """The planner scans up to ``exact_scan_max`` candidates exactly from a cached matrix: one
-    such matrix must fit the default bound's per-entry share, or every query re-copies it."""
-    from superchargedb.settings import Settings
-
-    s = Settings()
-    cache = CandidateCache(s.candidate_cache_max_bytes)
-    big = candidates(s.exact_scan_max, dim=384)
-    cache.put(("text", "ten-percent", (1,), ()), big, epoch=1)
-    assert cache.get(("text", "ten-percent", (1,), ())) is big
-    assert cache.nbytes <= cache.max_bytes

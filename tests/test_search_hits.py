@@ -10,14 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 import superchargedb  # noqa: F401  (onnxruntime before usearch)
-from superchargedb.search.candidates import CandidateCache, Candidates, exact_top
 from superchargedb.search.hits import Snippeter, snippet
 from superchargedb.search.lexical import query_terms
-from superchargedb.storage.vectors import VectorOp, VectorStore
 
 
 def reference_snippet(text: str, terms: Sequence[str], width: int = 240) -> str:
@@ -92,43 +89,10 @@ def test_snippet_matches_the_reference_on_random_texts() -> None:
         )
 
 
-def test_cached_exact_scan_equals_the_store(tmp_path: Path) -> None:
-    rng = np.random.default_rng(3)
-    store = VectorStore(tmp_path, 16, "m@1")
-    store.load()
-    vecs = rng.standard_normal((600, 16)).astype(np.float32)
-    vecs[10] = vecs[11]  # an exact tie: broken by key
-    store.apply([VectorOp(i + 1, "add", "text", i + 1, v) for i, v in enumerate(vecs)])
-    cache = CandidateCache()
-    cand_ids = np.sort(rng.choice(np.arange(1, 601), 250, replace=False)).astype(np.uint64)
-    cand_ids = np.union1d(cand_ids, np.array([11, 12], dtype=np.uint64))
-    key = ("text", "pred", (), ())
-    c = Candidates(cand_ids)
-    cache.put(key, c)
-    for _ in range(5):
-        q = rng.standard_normal(16).astype(np.float32)
-        got = exact_top(store, cache, key, c, "text", q, 40)
-        want, plan = store.search_planned("text", q, 40, cand_ids, exact_max=10_000)
-        assert plan == "exact"
-        assert got is not None
-        assert [k for k, _ in got] == [k for k, _ in want]
-        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
-    assert c.rows is not None and c.rows.shape == (len(cand_ids), 16)
-    assert exact_top(store, cache, key, c, "text", np.zeros(16, np.float32), 5) == []
-
-
-def test_exact_scan_gives_way_when_a_candidate_left_the_index(tmp_path: Path) -> None:
-    store = VectorStore(tmp_path, 8, "m@1")
-    store.load()
-    store.apply([VectorOp(1, "add", "text", 1, np.ones(8, np.float32))])
-    c = Candidates(np.array([1, 2], dtype=np.uint64))  # 2 was never (or no longer) indexed
-    assert exact_top(store, CandidateCache(), ("k",), c, "text", np.ones(8, np.float32), 5) is None
-
-
 def test_hits_keep_locators_and_rank_alike_cold_and_warm(tmp_path: Path, embedder: Any) -> None:
     """Hydration reads the Locator columns only for rows that have one: a located hit still
-    carries its Locator, an unlocated one None. The dense leg's first query of a predicate (the
-    store's exact plan) and the next ones (the cached matrix) return the same hits."""
+    carries its Locator, an unlocated one None. The dense leg's first query of a predicate and
+    the next ones (its candidate ids cached) return the same hits."""
     from fastapi.testclient import TestClient
 
     from conftest import ALICE, make_service

@@ -129,9 +129,8 @@ class Settings(BaseSettings):
 
     # Caches (every one bounded; docs/settings.md lists them all)
     cache_max_bytes: int = 64 * 1024 * 1024
-    # Readable ids + exact-scan matrices. An entry may take a quarter of it: 128 MB lets one
-    # matrix of exact_scan_max (20,000 x 384 float32, ~31 MB) stay cached (32 MB re-copied
-    # every 10 %-filter matrix at 100k Units out of the index on each query).
+    # The dense leg's readable-id arrays (8 bytes an id; an entry may take a quarter of it, so
+    # a 10 % filter at 1M Units, 0.8 MB, fits many times over).
     candidate_cache_max_bytes: int = 128 * 1024 * 1024
 
     # Durability (DECISIONS 45)

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
+import numkong as nk
 import numpy as np
 from usearch.index import Index, MetricKind, ScalarKind
-from usearch.index import search as usearch_search
 
 from superchargedb import faults
 from superchargedb.errors import UnavailableError
@@ -545,19 +545,22 @@ class VectorStore:
     def _exact(
         self, plane: str, q: np.ndarray, k: int, cand: np.ndarray
     ) -> list[tuple[int, float]]:
-        """Exact top-k over ``cand``: usearch's f16 SIMD scores every row (the query rounded to
-        f16, error <= 5e-4), then every row within ``_SHORTLIST_MARGIN`` of the k-th is rescored
-        in f32, so the result equals an f32 brute force, ties by key included."""
+        """Exact top-k over ``cand``: NumKong's f16 SIMD kernel (USearch's own dependency)
+        scores every row (the query rounded to f16, error <= 5e-4), then every row within
+        ``_SHORTLIST_MARGIN`` of the k-th is rescored in f32, so the result equals an f32 brute
+        force, ties by key included.
+
+        ``cdist`` over the rows is 3x USearch's exact ``search`` (10,000 rows: ~1 vs ~3.5 ms):
+        that one also sorts every row into its result.
+        """
         if len(cand) == 0:
             return []
         keys, rows = self._present(plane, cand)
         if len(keys) == 0:
             return []
-        m = usearch_search(
-            rows, q.astype(np.float16), len(keys), MetricKind.Cos, exact=True, threads=1
-        )
-        approx = np.full(len(keys), -np.inf, dtype=np.float32)
-        approx[np.asarray(m.keys, dtype=np.int64)] = 1.0 - np.asarray(m.distances)
+        rows = np.ascontiguousarray(rows)
+        dist = nk.cdist(q.astype(np.float16).reshape(1, -1), rows, "angular")
+        approx = (1.0 - np.asarray(dist).reshape(-1)).astype(np.float32)
         kth = np.partition(approx, -k)[-k] if len(keys) > k else -np.inf
         short = np.flatnonzero(approx >= kth - _SHORTLIST_MARGIN)
         scores = _f32_cosine(rows[short], q)
