@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -65,3 +68,31 @@ class FakeOpenAI:
 
     def prompt(self) -> str:
         return self.requests[-1]["body"]["messages"][-1]["content"]
+
+
+@contextmanager
+def answer_client(
+    tmp: Path, embedder: Any, fake: FakeOpenAI, units: list[dict[str, Any]]
+) -> Iterator[Any]:
+    """A TestClient over a fresh Service whose OpenAI-compatible provider is ``fake``, with the
+    demo principals and ``units`` ingested as alice."""
+    from fastapi.testclient import TestClient
+
+    from conftest import make_service
+    from superchargedb.api.app import create_app
+    from superchargedb.demo import seed_principals
+
+    svc = make_service(
+        tmp,
+        embedder,
+        openai_base_url=fake.url,
+        openai_api_key="sk-t",
+        openai_chat_model="gpt-4o-mini",
+    )
+    seed_principals(svc)
+    try:
+        svc.ingest(svc.authenticate("Bearer aegis_sk_alice"), {"units": units})
+        with TestClient(create_app(svc), raise_server_exceptions=False) as c:
+            yield c
+    finally:
+        svc.close()

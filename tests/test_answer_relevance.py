@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from conftest import ALICE, make_service
-from fake_openai import FakeOpenAI
+from conftest import ALICE
+from fake_openai import FakeOpenAI, answer_client
 from superchargedb.answer.localize import Localizer
 from superchargedb.answer.relevance import RELEVANCE_CUT, focus, relevance
 from superchargedb.answer.verify import LexicalDenseChecker
@@ -80,27 +80,12 @@ def fake() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def client(tmp_path, embedder, fake):
-    from fastapi.testclient import TestClient
-
-    from superchargedb.api.app import create_app
-    from superchargedb.demo import seed_principals
-
-    svc = make_service(
-        tmp_path / "d",
-        embedder,
-        openai_base_url=fake.url,
-        openai_api_key="sk-t",
-        openai_chat_model="gpt-4o-mini",
-    )
-    seed_principals(svc)
     units = [
         {"text": t, "doc_id": d, "acl_groups": ["eng-backend"]}
         for t, d in ((RUNBOOK, "runbook"), (POSTMORTEM, "postmortem"), (PRICING, "pricing"))
     ]
-    svc.ingest(svc.authenticate("Bearer aegis_sk_alice"), {"units": units})
-    with TestClient(create_app(svc), raise_server_exceptions=False) as c:
+    with answer_client(tmp_path / "d", embedder, fake, units) as c:
         yield c
-    svc.close()
 
 
 def numbers(client) -> dict[str, int]:

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from conftest import ALICE, make_service
-from fake_openai import FakeOpenAI
+from conftest import ALICE
+from fake_openai import FakeOpenAI, answer_client
 from superchargedb.answer.localize import Localizer, sentence_span
 
 PLAN = "The storage migration for the billing service was planned by the platform team in March."
@@ -50,24 +50,9 @@ def fake() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def client(tmp_path, embedder, fake):
-    from fastapi.testclient import TestClient
-
-    from superchargedb.api.app import create_app
-    from superchargedb.demo import seed_principals
-
-    svc = make_service(
-        tmp_path / "d",
-        embedder,
-        openai_base_url=fake.url,
-        openai_api_key="sk-t",
-        openai_chat_model="gpt-4o-mini",
-    )
-    seed_principals(svc)
     unit = {"text": PASSAGE, "doc_id": "migration", "acl_groups": ["eng-backend"]}
-    svc.ingest(svc.authenticate("Bearer aegis_sk_alice"), {"units": [unit]})
-    with TestClient(create_app(svc), raise_server_exceptions=False) as c:
+    with answer_client(tmp_path / "d", embedder, fake, [unit]) as c:
         yield c
-    svc.close()
 
 
 def test_model_citation_locator_is_the_sentence_it_rests_on(client, fake):
