@@ -34,6 +34,15 @@ def embedder() -> Embedder:
     return make_embedder("minilm-int8")
 
 
+@pytest.fixture
+def fake() -> Iterator[Any]:
+    """The OpenAI-compatible chat server the answer tests point their provider at."""
+    from fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as f:
+        yield f
+
+
 def make_service(tmp: Path, embedder: Embedder, **overrides: Any) -> Service:
     settings = Settings(data_dir=tmp, **overrides)
     return Service(settings, embedder=embedder)

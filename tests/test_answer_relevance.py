@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from conftest import ALICE
-from fake_openai import FakeOpenAI, answer_client
+from fake_openai import answer_client
 from superchargedb.answer.localize import Localizer
 from superchargedb.answer.relevance import RELEVANCE_CUT, focus, relevance
 from superchargedb.answer.verify import LexicalDenseChecker
@@ -70,12 +68,6 @@ def test_a_merge_of_two_passages_keeps_both(checker):
     # If one half cites an off-topic passage, what is left no longer supports it: dropped.
     f = focus(sentence, [1, 2], support, texts, {1: 0.0, 2: -0.6}, checker)
     assert f.passages == [] and "does not support it" in f.reason
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as f:
-        yield f
 
 
 @pytest.fixture

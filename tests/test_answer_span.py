@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from conftest import ALICE
-from fake_openai import FakeOpenAI, answer_client
+from fake_openai import answer_client
 from superchargedb.answer.localize import Localizer, sentence_span
 
 PLAN = "The storage migration for the billing service was planned by the platform team in March."
@@ -40,12 +38,6 @@ def test_span_without_answer_terms_is_the_localizers_best(evidence):
         best.start,
         best.end,
     )
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as f:
-        yield f
 
 
 @pytest.fixture

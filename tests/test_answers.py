@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from conftest import ALICE, CAROL, add_principal, auth, make_service
-from fake_openai import FakeOpenAI
 
 RUNBOOK = (
     "During the Q3 game day the failover cutover took 0.8 seconds end to end. "
@@ -17,12 +15,6 @@ RUNBOOK = (
 )
 PRICING = "The team plan costs 49 dollars per seat per month with annual billing."
 STAGES = ["embed", "vectorize", "d1_fts", "rrf", "hydrate", "localize", "synth", "verify"]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as f:
-        yield f
 
 
 @pytest.fixture
