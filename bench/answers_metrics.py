@@ -46,6 +46,7 @@ RATE_METRICS = (
     "span_f1_all",
     "span_contains_gold",
     "span_covers_gold_offset",
+    "span_contains_gold_answered",
     "oos_refusal_rate",
 )
 
@@ -67,6 +68,9 @@ METRIC_DOC = {
     " gold answer text",
     "span_covers_gold_offset": "the same, by character offsets (the span covers the gold"
     " answer's own position)",
+    "span_contains_gold_answered": "the same over answers whose text contains the gold answer:"
+    " whether the citation points where the answer's own claim is (a wrong answer citing the"
+    " gold paragraph is pinned to what it says, so it misses in span_contains_gold)",
     "oos_refusal_rate": "out-of-scope questions correctly refused",
     "median_sentences": "median answer length in sentences (answered in-scope questions)",
     "median_words": "median answer length in words (answered in-scope questions)",
@@ -142,6 +146,7 @@ def score(
     f1s: list[float] = []
     span_f1s: list[float] = []
     span_contains = span_offset = gold_cited = 0
+    answered_gold = span_answered = 0  # answers containing the gold answer, citing its paragraph
     n_sent: list[int] = []
     n_words: list[int] = []
     fails: dict[str, list[dict[str, Any]]] = {k: [] for k in FAILURE_KINDS}
@@ -158,7 +163,8 @@ def score(
         n_words.append(len(text.split()))
         n_cites += len(o.citations)
         gold_cites += sum(c["doc_id"] == q.doc for c in o.citations)
-        contains_gold += contains(text, q.answers)
+        has_gold = contains(text, q.answers)
+        contains_gold += has_gold
         f1s.append(max(token_f1(text, a) for a in q.answers))
         gold = [c for c in o.citations if c["doc_id"] == q.doc]
         if not gold:
@@ -178,6 +184,8 @@ def score(
         span_f1s.append(max(token_f1(span_text, a) for a in q.answers))
         ok = contains(span_text, q.answers)
         span_contains += ok
+        answered_gold += has_gold
+        span_answered += ok and has_gold
         span_offset += any(
             sa <= st and st + len(a) <= sb for a, st in zip(q.answers, q.starts, strict=True)
         )
@@ -201,6 +209,7 @@ def score(
         "span_f1_all": _share(sum(span_f1s), n_in),
         "span_contains_gold": _share(span_contains, gold_cited),
         "span_covers_gold_offset": _share(span_offset, gold_cited),
+        "span_contains_gold_answered": _share(span_answered, answered_gold),
         "oos_refusal_rate": _share(oos_refused, len(oos)),
         "median_sentences": float(statistics.median(n_sent)) if n_sent else None,
         "median_words": float(statistics.median(n_words)) if n_words else None,

@@ -25,6 +25,7 @@ RATES = (
     "span_f1_all",
     "span_contains_gold",
     "span_covers_gold_offset",
+    "span_contains_gold_answered",
     "oos_refusal_rate",
 )
 # Defined whenever at least one in-scope and one out-of-scope question was asked.
