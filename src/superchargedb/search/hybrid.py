@@ -147,7 +147,7 @@ class Searcher:
         t = _Timer()
         fused = rrf([dense, lexical], k=s.rrf_k)
         rows: dict[int, tuple[Any, ...]] = {}
-        if (dense or unchecked) and self.lexical.backend == "sparse":
+        if unchecked or (dense and self.lexical.backend == "sparse"):
             # Both legs' ids may come from the lexical index (the dense candidates from its
             # mask, the lexical top unchecked): the exact predicate has the last word on every
             # hit that leaves this function (an ACL change committed but not yet applied never
