@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         searcher.candidates = CandidateCache(svc.settings.candidate_cache_max_bytes)
         sp = getattr(searcher.lexical, "_searcher", None)
         if sp is not None:
-            sp._masks.clear()
+            sp.drop_masks()
 
     def one(arm: str, q: Any, level: str) -> tuple[float, float, list[Any]]:
         svc.searcher = arms[arm]

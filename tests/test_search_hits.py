@@ -19,18 +19,22 @@ from superchargedb.search.lexical import query_terms
 
 def reference_snippet(text: str, terms: Sequence[str], width: int = 240) -> str:
     """The snippet contract (docs/search.md), written the plain way: the window starts a third
-    of the width before the first occurrence of any term; every word that starts with a term
-    (case-insensitively) is wrapped in <mark> in the HTML-escaped window."""
+    of the width before the first occurrence of any term; every word of the window that starts
+    with a term (case-insensitively) is wrapped in <mark>; the text in and between the marks is
+    HTML-escaped (so a mark never falls inside an entity)."""
     low = text.lower()
     pos = min((i for t in terms if (i := low.find(t)) >= 0), default=0)
     start = max(0, pos - width // 3)
     end = min(len(text), start + width)
-    window = html.escape(text[start:end])
+    raw = text[start:end]
+    window = html.escape(raw)
     if terms:
-        pat = re.compile(
-            r"\b(" + "|".join(re.escape(html.escape(t)) for t in terms) + r")\w*", re.IGNORECASE
-        )
-        window = pat.sub(lambda m: f"<mark>{m.group(0)}</mark>", window)
+        pat = re.compile(r"\b(" + "|".join(re.escape(t) for t in terms) + r")\w*", re.IGNORECASE)
+        parts, last = [], 0
+        for m in pat.finditer(raw):
+            parts += [html.escape(raw[last : m.start()]), f"<mark>{html.escape(m.group(0))}</mark>"]
+            last = m.end()
+        window = "".join(parts) + html.escape(raw[last:])
     return ("…" if start > 0 else "") + window + ("…" if end < len(text) else "")
 
 
@@ -45,6 +49,8 @@ CASES = [
     ("", ["anything"]),
     ("terms list empty", []),
     ("2010 and 10 and 100 values", ["10"]),
+    # Terms that spell entity names: a mark never lands inside "&gt;", "&amp;" or "&#x27;".
+    ("3243A>G and 8993T>G, A&B's amp gt", ["g", "gt", "amp", "x27", "b"]),
 ]
 
 
@@ -52,6 +58,12 @@ CASES = [
 def test_snippet_matches_the_reference(text: str, terms: list[str]) -> None:
     assert Snippeter(terms)(text) == reference_snippet(text, terms)
     assert snippet(text, terms) == reference_snippet(text, terms)
+
+
+def test_a_mark_never_splits_an_entity() -> None:
+    """Marking the escaped text once gave "&<mark>gt</mark>;": broken HTML in every hit."""
+    assert Snippeter(["gt", "g"])("3243A>G") == "3243A&gt;<mark>G</mark>"
+    assert Snippeter(["amp", "x27"])("R&D's amp") == "R&amp;D&#x27;s <mark>amp</mark>"
 
 
 def test_snippet_matches_the_reference_on_scifact() -> None:

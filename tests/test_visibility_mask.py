@@ -134,3 +134,42 @@ def test_cached_halves_never_cross_principals_or_signatures() -> None:
                 assert np.array_equal(v.over(cols), want)
     assert callers[0].over(cols)[-1] and not callers[1].over(cols)[-1]
     assert len(cols._parts) <= SigColumns._PARTS
+
+
+def test_mask_cache_is_bounded_by_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Masks are kept up to a byte budget, least recently used out first; each one cached
+    answers like a fresh build."""
+    import superchargedb.search.sparse_search as ss
+    from superchargedb.storage.sparse import SparseIndex
+
+    ix = SparseIndex(tmp_path / "lex")
+    sp = ss.SparseSearcher(ix)
+    owners = [f"user{i}" for i in range(6)]
+    for owner in owners:
+        ix.sigs.append(("acme", "text", "text", owner, ()))
+    ix._ensure_docs(len(owners))
+    for i in range(len(owners)):
+        ix.sig[i], ix.live[i] = i, True
+    ix.n_docs = len(owners)
+    per_mask = len(ix.sig)  # bytes: one bool per catalog id slot
+    monkeypatch.setattr(ss, "_MASK_BYTES", 3 * per_mask)
+
+    def vis(owner: str) -> Visibility:
+        return Visibility(
+            ("acme",), owner, frozenset(), frozenset({"text"}), frozenset(), None, None, frozenset()
+        )
+
+    with ix.rw.read():
+        for i, owner in enumerate(owners):
+            m, full = sp.mask(vis(owner).key, vis(owner))
+            assert np.flatnonzero(m).tolist() == [i] and not full
+        assert len(sp._masks) == 3 and sp._mask_bytes == 3 * per_mask
+        # The three most recent stay cached (the same array comes back), the others rebuild.
+        kept = {k[0] for k in sp._masks}
+        assert kept == {vis(o).key for o in owners[3:]}
+        first = sp.mask(vis(owners[5]).key, vis(owners[5]))[0]
+        assert first is sp.mask(vis(owners[5]).key, vis(owners[5]))[0]
+        assert np.flatnonzero(sp.mask(vis(owners[0]).key, vis(owners[0]))[0]).tolist() == [0]
+        assert sp._mask_bytes == 3 * per_mask
+    sp.drop_masks()
+    assert not sp._masks and sp._mask_bytes == 0
