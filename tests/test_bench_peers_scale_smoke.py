@@ -59,5 +59,10 @@ def test_peers_scale_smoke(tmp_path: Path) -> None:
     assert not nan, nan
     md = (out / "peers_scale2000.md").read_text()
     assert "Against the faster peer" in md
+    # The cells run ours like the peers (no snippets); our default is measured paired, apart.
+    assert "snippets: false" in r["systems"]["ours"]["config"]["hits"]
+    snip = r["snippets"]
+    assert snip["n"] == 10 and snip["with_ms"]["p50"] > 0 and snip["without_ms"]["p50"] > 0
+    assert "Our default hits, with snippets" in md
     for png in r["plots"]:
         assert (out / png).stat().st_size > 1000, png

@@ -360,6 +360,7 @@ def test_request_builders():
     r = build_search("q", {"scope": "acme/alpha", "planes": ("text",), "top_k": 3})
     assert (r.method, r.path, r.headers) == ("POST", "/v1/search", {"X-Aegis-Scope": "acme/alpha"})
     assert r.json == {"q": "q", "top_k": 3, "rerank": False, "mode": "hybrid", "planes": ["text"]}
+    assert build_search("q", {"snippets": False}).json["snippets"] is False  # type: ignore[index]
     r = build_list_units("a/b", None, {"from_": datetime(2024, 5, 1, 12), "limit": 5})
     assert r.params == {"doc_id": "a/b", "limit": 5, "from": "2024-05-01T12:00:00Z"}
     typo: dict[str, Any] = {"topk": 3}

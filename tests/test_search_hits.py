@@ -104,7 +104,8 @@ def test_snippet_matches_the_reference_on_random_texts() -> None:
 def test_hits_keep_locators_and_rank_alike_cold_and_warm(tmp_path: Path, embedder: Any) -> None:
     """Hydration reads the Locator columns only for rows that have one: a located hit still
     carries its Locator, an unlocated one None. The dense leg's first query of a predicate and
-    the next ones (its candidate ids cached) return the same hits."""
+    the next ones (its candidate ids cached) return the same hits; ``snippets: false`` the same
+    hits without snippets."""
     from fastapi.testclient import TestClient
 
     from conftest import ALICE, make_service
@@ -136,7 +137,18 @@ def test_hits_keep_locators_and_rank_alike_cold_and_warm(tmp_path: Path, embedde
                 c.post("/v1/search", headers=ALICE, json=body, params={"scope": "acme/alpha"})
                 for _ in range(3)
             ]
+            bare = c.post(
+                "/v1/search",
+                headers=ALICE,
+                json={**body, "snippets": False},
+                params={"scope": "acme/alpha"},
+            ).json()["hits"]
+            bad = c.post("/v1/search", headers=ALICE, json={**body, "snippets": "some"})
         hits = [r.json()["hits"] for r in runs]
+        # snippets: false changes nothing but the snippet (null), and a non-boolean is a 422.
+        assert all("<mark>" in h["snippet"] for h in hits[0])
+        assert bare == [{**h, "snippet": None} for h in hits[0]]
+        assert bad.status_code == 422 and bad.json()["error"]["code"]
         assert all(r.json()["trace"]["cache"] == "miss" for r in runs)
         assert all(h == hits[0] for h in hits[1:])
         assert len(hits[0]) == 12

@@ -209,7 +209,7 @@ class Hit:
     source_uri: str | None
     mime: str | None
     text: str
-    snippet: str
+    snippet: str | None  # None when searched with snippets=False
     locator: Locator | None
     ranks: dict[str, int | None]  # {"dense": rank or None, "lexical": rank or None}
     raw: Json = field(repr=False, compare=False)
@@ -462,6 +462,7 @@ class QueryOptions(TypedDict, total=False):
     rerank: bool
     budget: Mapping[str, Any] | None  # {"max_ms", "max_cost_usd"}
     mode: str  # hybrid, dense or lexical
+    snippets: bool  # False: hits without highlighted snippets (snippet None)
 
 
 class ListOptions(TypedDict, total=False):
@@ -538,6 +539,7 @@ def build_query(path: str, q: str, opts: QueryOptions, *, answer: bool, stream: 
         "budget": dict(budget) if budget is not None else None,
         "answer": answer or None,
         "stream": stream or None,
+        "snippets": False if opts.get("snippets", True) is False else None,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return Req("POST", path, None, _scope(opts.get("scope")), body)

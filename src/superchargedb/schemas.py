@@ -182,6 +182,9 @@ class AegisQuery(_In):
     answer: bool = False
     stream: bool = False
     mode: Literal["hybrid", "dense", "lexical"] = "hybrid"
+    # Extension: ``false`` leaves each hit's ``snippet`` null. Callers that read ``text`` (an
+    # LLM prompt, a reranker) skip building 100 highlighted windows, ~15 % of such a search.
+    snippets: bool = True
 
     @field_validator("modalities")
     @classmethod

@@ -174,9 +174,11 @@ def build_hits(
     lexical: Sequence[int],
     terms: Sequence[str],
     rr_rank: dict[int, int],
+    snippets: bool = True,
 ) -> list[dict[str, Any]]:
-    """Hit objects in ``top`` order; rows deleted since ranking are skipped."""
-    snip = Snippeter(terms)
+    """Hit objects in ``top`` order; rows deleted since ranking are skipped. ``snippets``:
+    False leaves every ``snippet`` None."""
+    snip = Snippeter(terms) if snippets else None
     d_rank = {k: i for i, k in enumerate(dense, 1)}
     l_rank = {k: i for i, k in enumerate(lexical, 1)}
     hits = []
@@ -206,7 +208,7 @@ def build_hits(
                 "source_uri": r[_SOURCE_URI],
                 "mime": r[_MIME],
                 "text": text,
-                "snippet": snip(text),
+                "snippet": snip(text) if snip is not None else None,
                 "locator": loc.to_dict() if loc else None,
                 "link": units_sql.unit_link(named) if has_obj else None,
                 "ranks": ranks,

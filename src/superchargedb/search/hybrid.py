@@ -175,7 +175,7 @@ class Searcher:
         if not rr_rank:
             # Ties in RRF are broken by unit_id (DECISIONS 27); a reranked order is kept as is.
             top.sort(key=lambda kv: (-kv[1], hit_unit_id(rows[kv[0]]) if kv[0] in rows else ""))
-        hits = build_hits(rows, top, dense, lexical, terms, rr_rank)
+        hits = build_hits(rows, top, dense, lexical, terms, rr_rank, q.snippets)
         trace.stages.append(Stage("hydrate", t.ms(), detail=f"{len(hits)} hits"))
         return hits
 
