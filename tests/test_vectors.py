@@ -396,3 +396,74 @@ def test_keys_too_sparse_for_the_mirror_fall_back_to_the_index(tmp_path: Path) -
     assert store.get("text", [far]).shape == (1, DIM)
     with pytest.raises(KeyError):
         store.get("text", [3])
+
+
+class _SlowAdds:
+    """The plane's index, each ``add`` taking a while and counted (everything else passes)."""
+
+    def __init__(self, index: object) -> None:
+        self._index = index
+        self.adds = 0
+        self.started = threading.Event()
+
+    def add(self, keys: np.ndarray, vecs: np.ndarray) -> None:
+        self.started.set()
+        threading.Event().wait(0.05)
+        self._index.add(keys, vecs)  # type: ignore[attr-defined]
+        self.adds += 1
+
+    def __len__(self) -> int:
+        return len(self._index)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._index, name)
+
+
+def test_a_search_runs_between_the_chunks_of_a_large_add(tmp_path: Path) -> None:
+    """A bulk import's add is applied in chunks, each under its own write lock, and the lock
+    lets queued searches in between: a search started during a 6-chunk add returns before the
+    add ends, and the add lands whole (the row mirror in lockstep)."""
+    from superchargedb.storage import vectors as V
+
+    store, x, _ = small_store(tmp_path, n=300)
+    more = clustered(6 * V.ADD_CHUNK, 32, seed=17)
+    slow = _SlowAdds(store._ix["text"])
+    store._ix["text"] = slow  # type: ignore[assignment]
+    adder = threading.Thread(
+        target=store.apply, args=(adds(range(1000, 1000 + len(more)), more, seq0=300),)
+    )
+    adder.start()
+    assert slow.started.wait(10)
+    hits = store.search("text", x[0], 5)
+    done_when_searched = slow.adds
+    adder.join()
+    assert len(hits) == 5
+    assert slow.adds == 6 and done_when_searched < 6
+    store._ix["text"] = slow._index  # type: ignore[assignment]
+    assert store.count("text") == 300 + len(more)
+    _mirror_matches_index(store)
+
+
+def test_the_lock_admits_queued_readers_between_two_writes() -> None:
+    """A writer that takes the lock again at once does not starve a reader queued meanwhile."""
+    from superchargedb.storage.vectors import _RWLock
+
+    lock = _RWLock()
+    writes = 0
+    first = threading.Event()
+
+    def writer() -> None:
+        nonlocal writes
+        for _ in range(20):
+            with lock.write():
+                first.set()
+                threading.Event().wait(0.01)
+                writes += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    assert first.wait(10)
+    with lock.read():
+        seen = writes
+    t.join()
+    assert writes == 20 and seen < 20
