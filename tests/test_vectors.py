@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -408,7 +409,7 @@ class _SlowAdds:
 
     def add(self, keys: np.ndarray, vecs: np.ndarray) -> None:
         self.started.set()
-        threading.Event().wait(0.05)
+        time.sleep(0.05)
         self._index.add(keys, vecs)  # type: ignore[attr-defined]
         self.adds += 1
 
@@ -457,7 +458,7 @@ def test_the_lock_admits_queued_readers_between_two_writes() -> None:
         for _ in range(20):
             with lock.write():
                 first.set()
-                threading.Event().wait(0.01)
+                time.sleep(0.01)
                 writes += 1
 
     t = threading.Thread(target=writer)

@@ -539,7 +539,7 @@ def build_query(path: str, q: str, opts: QueryOptions, *, answer: bool, stream: 
         "budget": dict(budget) if budget is not None else None,
         "answer": answer or None,
         "stream": stream or None,
-        "snippets": False if opts.get("snippets", True) is False else None,
+        "snippets": None if opts.get("snippets", True) else False,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return Req("POST", path, None, _scope(opts.get("scope")), body)

@@ -331,8 +331,8 @@ class VectorStore:
                 faults.point("vectors.apply.before_add")
                 # In chunks, each under its own write lock: a bulk import's 20,000-vector add held
                 # it for seconds, and every search waited. A search between two chunks sees part
-                # of the run: harmless, since the catalog's watermark (re-checked in SQL) has not
-                # reached these Units yet, and a replay skips the keys already added.
+                # of the run, as one between the whole add and the watermark's move always could
+                # (the re-checks hold ids to the watermark); a replay skips the keys added.
                 for lo in range(0, len(keys), ADD_CHUNK):
                     k, v = keys[lo : lo + ADD_CHUNK], vecs[lo : lo + ADD_CHUNK]
                     with self._rw.write():
