@@ -72,10 +72,10 @@ class FakeOpenAI:
 
 @contextmanager
 def answer_client(
-    tmp: Path, embedder: Any, fake: FakeOpenAI, units: list[dict[str, Any]]
+    tmp: Path, embedder: Any, fake: FakeOpenAI, units: list[dict[str, Any]], **settings: Any
 ) -> Iterator[Any]:
     """A TestClient over a fresh Service whose OpenAI-compatible provider is ``fake``, with the
-    demo principals and ``units`` ingested as alice."""
+    demo principals and ``units`` ingested as alice (``settings`` override the defaults)."""
     from fastapi.testclient import TestClient
 
     from conftest import make_service
@@ -88,6 +88,7 @@ def answer_client(
         openai_base_url=fake.url,
         openai_api_key="sk-t",
         openai_chat_model="gpt-4o-mini",
+        **settings,
     )
     seed_principals(svc)
     try:

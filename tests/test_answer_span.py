@@ -53,7 +53,9 @@ def test_model_citation_locator_is_the_sentence_it_rests_on(client, fake):
     assert r.status_code == 200, r.text
     a = r.json()["answer"]
     assert a["extractive"] is False and a["provider"] == "openai:gpt-4o-mini"
+    # The best sentence (the plan) holds no number for "how much": nothing is quoted after it.
     assert a["text"] == f"{ANSWER} [1]."
+    assert [s["quoted"] for s in a["sentences"]] == [False]
     (c,) = a["citations"]
     loc = c["locator"]
     assert loc["kind"] == "char_span"
@@ -71,3 +73,65 @@ def test_extractive_citation_locator_unchanged(client, fake):
     loc = c["locator"]
     quoted = PASSAGE[loc["start"] : loc["end"]]
     assert quoted and quoted.rstrip(".") in a["text"]
+
+
+# -- the quoted best sentence (answer/extractive.py, quote_best) --------------------------------
+LEAD = "Priya Raman led the billing migration."
+MOVED_LEDGER = (
+    "The billing service migration moved 4.2 terabytes of ledger data to the new cluster."
+)
+LED_PASSAGE = f"{LEAD} {MOVED_LEDGER}"
+WHO = "Who led the billing service migration?"
+# A model that answers from the other sentence: supported by it, but not what was asked.
+WRONG = "The migration moved 4.2 terabytes of ledger data to the new cluster"
+
+
+@pytest.fixture
+def led_units():
+    return [{"text": LED_PASSAGE, "doc_id": "lead", "acl_groups": ["eng-backend"]}]
+
+
+def _ask(client, fake, reply):
+    fake.reply = reply
+    r = client.post("/v1/answer", headers=ALICE, json={"q": WHO, "top_k": 3})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_a_model_answer_from_another_sentence_gets_the_best_one_quoted(
+    tmp_path, embedder, fake, led_units
+):
+    with answer_client(tmp_path / "d", embedder, fake, led_units) as client:
+        out = _ask(client, fake, f"{WRONG} [1].")
+    a = out["answer"]
+    assert a["extractive"] is False and a["provider"] == "openai:gpt-4o-mini"
+    assert a["text"] == f"{WRONG} [1]. {LEAD[:-1]} [1]."
+    assert [(s["text"], s["quoted"], s["citations"]) for s in a["sentences"]] == [
+        (f"{WRONG}.", False, [1]),
+        (LEAD, True, [1]),
+    ]
+    # One citation of the passage, spanning both sentences that cite it.
+    (c,) = a["citations"]
+    assert LED_PASSAGE[c["locator"]["start"] : c["locator"]["end"]] == LED_PASSAGE
+    synth = next(s for s in out["trace"]["stages"] if s["stage"] == "synth")
+    assert "quoted the best sentence" in synth["detail"]
+
+
+def test_an_answer_resting_on_the_best_sentence_quotes_nothing(tmp_path, embedder, fake, led_units):
+    with answer_client(tmp_path / "d", embedder, fake, led_units) as client:
+        out = _ask(client, fake, "Priya Raman led the billing migration [1].")
+    a = out["answer"]
+    assert a["text"] == "Priya Raman led the billing migration [1]."
+    assert [s["quoted"] for s in a["sentences"]] == [False]
+    (c,) = a["citations"]
+    assert LED_PASSAGE[c["locator"]["start"] : c["locator"]["end"]] == LEAD
+    synth = next(s for s in out["trace"]["stages"] if s["stage"] == "synth")
+    assert "quoted" not in synth["detail"]
+
+
+def test_the_quote_can_be_switched_off(tmp_path, embedder, fake, led_units):
+    with answer_client(
+        tmp_path / "d", embedder, fake, led_units, answer_quote_best=False
+    ) as client:
+        out = _ask(client, fake, f"{WRONG} [1].")
+    assert out["answer"]["text"] == f"{WRONG} [1]."

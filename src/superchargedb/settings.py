@@ -96,6 +96,9 @@ class Settings(BaseSettings):
     # A model's citation of a passage whose relevance (answer/relevance.py) is below this is
     # removed; unset = the calibrated constant
     answer_relevance_cut: float | None = None
+    # When a model's answer rests on another sentence than the best one of the passages it
+    # cites, quote that best sentence after it (answer/extractive.py, quote_best)
+    answer_quote_best: bool = True
 
     # Rate limits (0 disables a limit). Per key, then per client address before any key lookup;
     # failed authentications drain a small per-address bucket (brute force).

@@ -35,6 +35,7 @@ class Sentence:
     support: Support
     span: tuple[int, int] | None = None  # localized span in its passage (extractive)
     spans: dict[int, tuple[int, int]] = field(default_factory=dict)  # per cited passage (model)
+    quoted: bool = False  # a verbatim sentence of its passage (extractive), not a model's
 
 
 @dataclass
@@ -75,6 +76,7 @@ def build_answer(
                 "citations": [index[n] for n in s.passages],
                 "supported": s.support.supported,
                 "support_score": round(s.support.score, 4),
+                "quoted": s.quoted,
             }
         )
     citations = []

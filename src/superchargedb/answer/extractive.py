@@ -4,12 +4,16 @@ It takes the best-supported sentence of the localized evidence and, when it adds
 more from the same passage (citation precision); when another passage's best sentence scores
 within SECOND_PASSAGE_MARGIN of the best, it is quoted and cited too (the two passages are too
 close to tell which one holds the answer). Redundancy is removed; citations hold by construction.
+
+``quote_best`` adds the localizer's choice to a model's answer when the model answered from
+another sentence of the passages it cites (see its docstring).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from . import terms as T
 from .compose import Draft, Sentence
 from .localize import Candidate, Evidence, stems
 from .support import Support
@@ -48,5 +52,37 @@ def extract(best: Candidate, evidence: Sequence[Evidence]) -> Draft:
     draft = Draft()
     for c in chosen:
         # A verbatim quote of the passage it cites is entailed by it: supported by construction.
-        draft.sentences.append(Sentence(c.text, [c.n], Support(True, 1.0), (c.start, c.end)))
+        draft.sentences.append(
+            Sentence(c.text, [c.n], Support(True, 1.0), (c.start, c.end), quoted=True)
+        )
     return draft
+
+
+def quote_best(draft: Draft, evidence: Sequence[Evidence]) -> Candidate | None:
+    """Append the best sentence of the passages a model's answer cites when none of the
+    answer's sentences rests on it; return it (None when nothing was added).
+
+    A model may answer from a sentence of the passage other than the one that best matches the
+    question, and the system cannot tell which of the two is right, so it shows both: the
+    model's sentence and, quoted after it, the passage's best sentence (verbatim, supported by
+    construction). An answer that rests on the best sentence is left alone, and so is one whose
+    best sentence holds nothing of the asked type (no number for "how many", no date for
+    "when", ...): it cannot be the answer the model missed. Numbers: docs/answers.md.
+    """
+    cited = {n for s in draft.sentences for n in s.passages}
+    pool = [(c, e.question) for e in evidence if e.n in cited for c in e.candidates]
+    if not pool:
+        return None
+    best, question = max(pool, key=lambda p: p[0].score)
+    if not T.type_match(question, best.text):
+        return None
+    for s in draft.sentences:
+        if s.spans.get(best.n, s.span) == (best.start, best.end):
+            return None
+        if best.n in s.passages and _jaccard(s.text, best.text) >= REDUNDANCY_JACCARD:
+            return None  # the model restated it; a quote would repeat it
+    span = (best.start, best.end)
+    draft.sentences.append(
+        Sentence(best.text, [best.n], Support(True, 1.0), span, {best.n: span}, quoted=True)
+    )
+    return best

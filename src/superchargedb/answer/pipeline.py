@@ -17,7 +17,7 @@ from ..types import Principal, Stage, Trace
 from .answerability import MIN_SCORE, Rule, decide
 from .compose import Draft, Sentence, build_answer, is_refusal, refusal, split_markers
 from .context import passages_for
-from .extractive import extract
+from .extractive import extract, quote_best
 from .localize import Evidence, Localizer, sentence_span
 from .pricing import chat_cost, compute_cost
 from .providers import ChatProvider, Passage, ProviderFailed, SynthOutput
@@ -172,6 +172,8 @@ class Answerer:
                 return draft, "extractive fallback", True, "; ".join(notes), tokens, failed
             draft = self._check_llm(out.text, evidence)
             if draft.sentences:
+                if self.svc.settings.answer_quote_best and quote_best(draft, evidence):
+                    notes.append("quoted the best sentence: the model answered from another")
                 return draft, f"{prov.name}", False, "; ".join(notes), tokens, failed
             notes.append(f"{prov.name} rejected: no cited, supported sentence")
             rejected += draft.dropped
