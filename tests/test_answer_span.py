@@ -30,6 +30,21 @@ def test_span_follows_the_answer_terms_of_the_sentence(evidence):
     assert PASSAGE[start:end] == MOVED
 
 
+def test_span_follows_the_answer_terms_past_a_much_better_question_match(embedder):
+    # The first sentence matches the question far better (localizer score ~1.4 vs ~0.7), but
+    # the claim is about the second one: its citation must point there.
+    lead = "The billing service migration was led by Priya Raman."
+    moved = "Engineers moved 4.2 terabytes of ledger data to the new cluster during the migration."
+    passage = f"{lead} {moved}"
+    hit = {"text": passage, "unit_id": "u1", "doc_id": "d1"}
+    ev = Localizer(embedder).localize("Who led the billing service migration?", [hit])[0]
+    assert ev.best is not None and ev.best.text == lead
+    assert ev.best.score - min(c.score for c in ev.candidates) > 0.5
+    span = sentence_span(ev, "Engineers moved 4.2 terabytes of ledger data to the new cluster.")
+    start, end = span or (0, 0)
+    assert passage[start:end] == moved
+
+
 def test_span_without_answer_terms_is_the_localizers_best(evidence):
     # A sentence that only restates the question has nothing to follow.
     best = evidence.best
