@@ -174,7 +174,10 @@ def summarize(
     drops = [len(r.response["answer"].get("dropped") or []) for r in local]
     # What happened to the model's output: the synth detail's notes ("local:<m> rejected: ...").
     failures = Counter(
-        next((w for w in ("rejected", "failed", "refused", "skipped") if w in note), "other")
+        next(
+            (w for w in ("rejected", "failed", "refused", "skipped", "quoted") if w in note),
+            "other",
+        )
         for r in ran
         for s in r.response["trace"]["stages"]
         if s["stage"] == "synth"
