@@ -70,11 +70,9 @@ def quote_best(draft: Draft, evidence: Sequence[Evidence]) -> Candidate | None:
     "when", ...): it cannot be the answer the model missed. Numbers: docs/answers.md.
     """
     cited = {n for s in draft.sentences for n in s.passages}
-    pool = [(c, e.question) for e in evidence if e.n in cited for c in e.candidates]
-    if not pool:
-        return None
-    best, question = max(pool, key=lambda p: p[0].score)
-    if not T.type_match(question, best.text):
+    pool = [c for e in evidence if e.n in cited for c in e.candidates]
+    best = max(pool, key=lambda c: c.score, default=None)
+    if best is None or not T.type_match(evidence[0].question, best.text):
         return None
     for s in draft.sentences:
         if s.spans.get(best.n, s.span) == (best.start, best.end):
