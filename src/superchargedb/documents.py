@@ -237,7 +237,7 @@ class DocumentsMixin:
             audit.append(
                 conn,
                 self.audit_key,
-                principal.name,
+                principal,
                 "doc.acl",
                 {"doc_id": doc_id, "units": [r["unit_id"] for r in mine], "acl_groups": groups},
             )

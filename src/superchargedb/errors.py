@@ -3,12 +3,15 @@
     SCDBError (500 internal)
     ├── AuthError (401 unauthorized)
     ├── ForbiddenError (403 forbidden)
-    │   └── ScopeForbiddenError (403 forbidden_scope)
+    │   ├── ScopeForbiddenError (403 forbidden_scope)
+    │   ├── PrivilegeEscalationError (403 privilege_escalation)
+    │   └── SelfLockoutError (403 self_lockout)
     ├── PaymentError (402)
     │   ├── UpgradeRequiredError (402 upgrade_required, required_tier)
     │   └── QuotaExceededError (402 quota_exceeded, limit/used/requested)
     ├── NotFoundError (404 not_found)
     ├── ConflictError (409 conflict)
+    │   └── LastAdminError (409 last_admin)
     ├── PayloadTooLargeError (413 payload_too_large)
     ├── ValidationError (422 validation_error)
     ├── RateLimitedError (429 rate_limited)
@@ -51,6 +54,16 @@ class ScopeForbiddenError(ForbiddenError):
     code = "forbidden_scope"
 
 
+class PrivilegeEscalationError(ForbiddenError):
+    """A tenant admin acting on, or granting, more power than it holds itself."""
+
+    code = "privilege_escalation"
+
+
+class SelfLockoutError(ForbiddenError):
+    code = "self_lockout"
+
+
 class PaymentError(SCDBError):
     code = "payment_required"
     http_status = 402
@@ -72,6 +85,12 @@ class NotFoundError(SCDBError):
 class ConflictError(SCDBError):
     code = "conflict"
     http_status = 409
+
+
+class LastAdminError(ConflictError):
+    """The change would leave a tenant without an enabled admin."""
+
+    code = "last_admin"
 
 
 class PayloadTooLargeError(SCDBError):

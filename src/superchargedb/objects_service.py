@@ -91,7 +91,7 @@ class ObjectsMixin:
             audit.append(
                 conn,
                 self.audit_key,
-                principal.name,
+                principal,
                 "object.put",
                 {"key": key, "sha256": sha, "size": size},
             )

@@ -593,7 +593,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
                 audit.append(
                     conn,
                     self.audit_key,
-                    principal.name,
+                    principal,
                     action,
                     {"removed": [r["unit_id"] for r in gone]},
                 )

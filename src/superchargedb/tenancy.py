@@ -34,7 +34,7 @@ class TenancyMixin:
         """A write transaction that appends ``record`` (filled in by the body) to the chain."""
         with self.catalog.write() as conn:
             yield conn
-            audit.append(conn, self.audit_key, actor.name, action, record)
+            audit.append(conn, self.audit_key, actor, action, record)
 
     def admin_create_principal(self, actor: Principal, spec: Any) -> dict[str, Any]:
         if not isinstance(spec, dict):
@@ -90,8 +90,14 @@ class TenancyMixin:
         return {"key_id": kid, "key": key, "old_key_id": key_id, "overlap_s": overlap_s}
 
     def audit_verify(self, actor: Principal) -> dict[str, Any]:
+        """The operator gets the whole report; a tenant admin whether the chain verifies and
+        its own tenants' record count, nothing about the rest of the deployment."""
         require_admin(actor)
-        return audit.verify(self.catalog.reader(), self.audit_key, self.audit_anchor)
+        conn = self.catalog.reader()
+        if actor.is_operator:
+            return audit.verify(conn, self.audit_key, self.audit_anchor)
+        tenants = {audit.tenant_of(s) for s in actor.scopes}
+        return audit.verify_for_tenants(conn, self.audit_key, self.audit_anchor, tenants)
 
     def audit_export(self) -> Iterator[str]:
         for r in self.catalog.reader().execute(

@@ -121,6 +121,10 @@ class Principal:
     groups: frozenset[str]
     doc_quota: int | None = None
     is_operator: bool = False
+    # The key that authenticated this request and who issued it (audit records carry both);
+    # not part of identity: two keys of one principal are the same principal.
+    key_id: str | None = field(default=None, compare=False)
+    key_issuer: str | None = field(default=None, compare=False)
 
     def has(self, perm: str) -> bool:
         return perm in self.perms

@@ -1,9 +1,13 @@
 """Managing principals and keys, bounded for tenant admins (DECISIONS 7).
 
-The operator (CLI with the data-dir lock) is unbounded. A tenant ``admin`` manages only principals
+The operator (CLI with the data-dir lock) is unbounded. A tenant ``admin`` sees only principals
 whose every scope lies within its own grants (others are a 404 to it) and never grants more than
 it holds: scopes within its grants, perms it has, a tier and quota no higher than its own, groups
-it belongs to. Every change is audited in its own transaction.
+it belongs to (``check_grant``). Acting on a principal it sees is bounded by two rules that every
+route goes through: ``may_manage`` (disable, demote, re-quota, revoke a key) and
+``may_issue_for`` (create or rotate a key, which makes the holder that principal). No admin
+disables itself or leaves its tenant without an enabled admin (``check_keeps_admin``). Every
+change is audited in its own transaction.
 """
 
 from __future__ import annotations
@@ -14,9 +18,18 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import ForbiddenError, NotFoundError, ScopeForbiddenError, ValidationError
+from ..errors import (
+    ForbiddenError,
+    LastAdminError,
+    NotFoundError,
+    PrivilegeEscalationError,
+    ScopeForbiddenError,
+    SelfLockoutError,
+    ValidationError,
+)
 from ..types import TIER_RANK, Principal
 from . import principals as pm
+from .acl import visible_sql
 from .scopes import check_scope, within_any
 
 OPERATOR = Principal(
@@ -30,10 +43,6 @@ OPERATOR = Principal(
     doc_quota=None,
     is_operator=True,
 )
-
-
-class EscalationError(ForbiddenError):
-    code = "privilege_escalation"
 
 
 def require_admin(actor: Principal) -> None:
@@ -59,15 +68,15 @@ def check_grant(
             raise ScopeForbiddenError("cannot grant a scope outside your own grants")
     extra = set(perms or ()) - actor.perms
     if extra:
-        raise EscalationError(f"cannot grant perms you do not hold: {sorted(extra)}")
+        raise PrivilegeEscalationError(f"cannot grant perms you do not hold: {sorted(extra)}")
     if tier is not None and TIER_RANK.get(tier, 99) > TIER_RANK[actor.tier]:
-        raise EscalationError(f"cannot grant tier {tier!r} above your own ({actor.tier})")
+        raise PrivilegeEscalationError(f"cannot grant tier {tier!r} above your own ({actor.tier})")
     extra_g = set(groups or ()) - actor.groups
     if extra_g:
-        raise EscalationError(f"cannot grant groups you are not in: {sorted(extra_g)}")
+        raise PrivilegeEscalationError(f"cannot grant groups you are not in: {sorted(extra_g)}")
     capped = doc_quota != "unset" and actor.doc_quota is not None
     if capped and (doc_quota is None or int(doc_quota) > int(actor.doc_quota or 0)):
-        raise EscalationError("cannot grant a document quota above your own")
+        raise PrivilegeEscalationError("cannot grant a document quota above your own")
 
 
 def _strings(value: Any, name: str, limit: int) -> list[str]:
@@ -89,30 +98,141 @@ def _count(value: Any, name: str) -> int | None:
     return value
 
 
+def _string(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a string", field=name)
+    return value
+
+
+_LISTS = {"perms": 8, "scopes": pm.MAX_SCOPES, "groups": pm.MAX_GROUPS}
+
+
 def _fields(spec: dict[str, Any]) -> dict[str, Any]:
-    """Type-check the principal fields present in ``spec`` (create and update)."""
+    """Type-check the principal fields present in ``spec`` (create and update), strictly.
+
+    null means "none" only where it has a meaning (no quota, no expiry); anywhere else it is a
+    422 like any other wrong type, before anything is read or written.
+    """
     out = dict(spec)
-    if "perms" in spec and spec["perms"] is not None:
-        out["perms"] = _strings(spec["perms"], "perms", 8)
-    if "scopes" in spec:
-        out["scopes"] = _strings(spec["scopes"], "scopes", pm.MAX_SCOPES)
-    if "groups" in spec and spec["groups"] is not None:
-        out["groups"] = _strings(spec["groups"], "groups", pm.MAX_GROUPS)
-    if "tier" in spec and spec["tier"] is not None and not isinstance(spec["tier"], str):
-        raise ValidationError("tier must be a string", field="tier")
-    if "doc_quota" in spec:
-        out["doc_quota"] = _count(spec["doc_quota"], "doc_quota")
-    if "expires_at" in spec:
-        out["expires_at"] = _count(spec["expires_at"], "expires_at")
+    for name, limit in _LISTS.items():
+        if name in spec:
+            out[name] = _strings(spec[name], name, limit)
+    for name in ("name", "tier", "active_scope"):
+        if name in spec:
+            out[name] = _string(spec[name], name)
+    for name in ("doc_quota", "expires_at"):
+        if name in spec:
+            out[name] = _count(spec[name], name)
     if "disabled" in spec and not isinstance(spec["disabled"], bool):
         raise ValidationError("disabled must be true or false", field="disabled")
     return out
 
 
 def _manageable(actor: Principal, target: Principal) -> bool:
+    """Visibility: an admin sees every principal whose scopes all lie within its own."""
     return actor.is_operator or (
         actor.has("admin") and all(within_any(s, actor.scopes) for s in target.scopes)
     )
+
+
+def _exceeds(actor: Principal, target: Principal, *, quota: bool) -> list[str]:
+    """The parts of the target's power the actor does not hold itself (empty: within)."""
+    out = []
+    if not target.perms <= actor.perms:
+        out.append("perms")
+    if TIER_RANK.get(target.tier, len(TIER_RANK)) > TIER_RANK[actor.tier]:
+        out.append("tier")
+    if not all(within_any(s, actor.scopes) for s in target.scopes):
+        out.append("scopes")
+    if not target.groups <= actor.groups:
+        out.append("groups")
+    capped = actor.doc_quota is not None
+    if quota and capped and (target.doc_quota is None or target.doc_quota > (actor.doc_quota or 0)):
+        out.append("doc_quota")
+    return out
+
+
+def _reads_beyond(conn: sqlite3.Connection, actor: Principal, target: Principal) -> bool:
+    """True when the target can read a Unit the actor cannot: one exact catalog query over the
+    very predicate every read uses (scope, owner, groups), so owner-only Units of the target and
+    Units shared into groups the actor lacks both count."""
+    if not target.has("read"):
+        return False
+    t_sql, t_params = visible_sql("u", target.scopes, target.name, target.groups)
+    if not actor.has("read"):
+        sql, params = f"SELECT 1 FROM units u WHERE {t_sql} LIMIT 1", t_params
+    else:
+        a_sql, a_params = visible_sql("u", actor.scopes, actor.name, actor.groups)
+        sql = f"SELECT 1 FROM units u WHERE {t_sql} AND NOT ({a_sql}) LIMIT 1"
+        params = t_params + a_params
+    return conn.execute(sql, params).fetchone() is not None
+
+
+def may_manage(actor: Principal, target: Principal) -> None:
+    """Disable, demote, re-quota, re-scope or revoke a key of ``target``: only when its perms,
+    tier, scopes and groups are all within the actor's own; else 403 ``privilege_escalation``."""
+    if actor.is_operator:
+        return
+    lacks = _exceeds(actor, target, quota=False)
+    if lacks:
+        raise PrivilegeEscalationError(
+            f"{target.name!r} holds more than you do ({', '.join(lacks)})", lacks=lacks
+        )
+
+
+def may_issue_for(conn: sqlite3.Connection, actor: Principal, target: Principal) -> None:
+    """Create or rotate a key of ``target``: a key makes its holder the target, so the target's
+    whole power (perms, tier, quota, scopes, groups, and every Unit it can read) must be within
+    the actor's own; else 403 ``privilege_escalation``."""
+    if actor.is_operator:
+        return
+    lacks = _exceeds(actor, target, quota=True)
+    if not lacks and _reads_beyond(conn, actor, target):
+        lacks = ["units"]
+    if lacks:
+        raise PrivilegeEscalationError(
+            f"a key for {target.name!r} would hold more than you do ({', '.join(lacks)})",
+            lacks=lacks,
+        )
+
+
+def _tenants(scopes: Iterable[str]) -> set[str]:
+    return {s.split("/", 1)[0] for s in scopes}
+
+
+def check_keeps_admin(
+    conn: sqlite3.Connection,
+    actor: Principal,
+    target: Principal,
+    *,
+    was_disabled: bool,
+    after: Principal,
+    disabled: bool,
+) -> None:
+    """No admin disables itself (403 ``self_lockout``); no change leaves a tenant (scope root)
+    the target administered without another enabled admin (409 ``last_admin``). The operator
+    is unbounded: it is how a locked-out tenant is recovered."""
+    if actor.is_operator:
+        return
+    if target.id == actor.id and disabled:
+        raise SelfLockoutError("an admin cannot disable itself")
+    if was_disabled or not target.has("admin"):
+        return
+    kept = _tenants(after.scopes) if after.has("admin") and not disabled else set()
+    lost = _tenants(target.scopes) - kept
+    if not lost:
+        return
+    others = conn.execute(
+        "SELECT perms, scopes FROM principals WHERE id != ? AND disabled = 0", (target.id,)
+    ).fetchall()
+    covered: set[str] = set()
+    for row in others:
+        if "admin" in json.loads(row["perms"]):
+            covered |= _tenants(json.loads(row["scopes"]))
+    if lost - covered:
+        raise LastAdminError(
+            f"{target.name!r} is the last enabled admin of its tenant", tenants=sorted(lost)
+        )
 
 
 def _now() -> int:
@@ -192,7 +312,7 @@ def create_principal(
         groups=groups,
         doc_quota=quota,
     )
-    kid, key = pm.add_key(conn, p.id, expires_at=expires)
+    kid, key = pm.add_key(conn, p.id, expires_at=expires, issued_by=actor.name)
     return p, kid, key
 
 
@@ -208,6 +328,7 @@ def update_principal(
     if "scopes" in changes and not changes["scopes"]:
         raise ValidationError("a principal needs at least one scope", field="scopes")
     target = get_principal(conn, actor, name)
+    may_manage(actor, target)
     perms = list(changes.get("perms", target.perms))
     tier = changes.get("tier", target.tier)
     scopes = list(changes.get("scopes", target.scopes))
@@ -226,10 +347,23 @@ def update_principal(
     else:
         active = target.active_scope if within_any(target.active_scope, scopes) else scopes[0]
     perms_l, scopes_l, active = pm.validate_principal_fields(perms, tier, scopes, active)
-    was_disabled = conn.execute(
-        "SELECT disabled FROM principals WHERE id = ?", (target.id,)
-    ).fetchone()[0]
+    was_disabled = bool(
+        conn.execute("SELECT disabled FROM principals WHERE id = ?", (target.id,)).fetchone()[0]
+    )
     disabled = bool(changes.get("disabled", was_disabled))
+    after = Principal(
+        id=target.id,
+        name=target.name,
+        perms=frozenset(perms_l),
+        tier=tier,
+        scopes=tuple(scopes_l),
+        active_scope=active,
+        groups=frozenset(groups),
+        doc_quota=quota,
+    )
+    check_keeps_admin(
+        conn, actor, target, was_disabled=was_disabled, after=after, disabled=disabled
+    )
     conn.execute(
         "UPDATE principals SET perms = ?, tier = ?, scopes = ?, active_scope = ?, groups = ?,"
         " doc_quota = ?, disabled = ? WHERE id = ?",
@@ -258,6 +392,7 @@ def list_keys(conn: sqlite3.Connection, actor: Principal, name: str) -> list[dic
             "expires_at": r["expires_at"],
             "revoked_at": r["revoked_at"],
             "last_used_at": r["last_used_at"],
+            "issued_by": r["issued_by"],
         }
         for r in conn.execute(
             "SELECT * FROM api_keys WHERE principal_id = ? ORDER BY created_at", (target.id,)
@@ -265,7 +400,10 @@ def list_keys(conn: sqlite3.Connection, actor: Principal, name: str) -> list[dic
     ]
 
 
-def _key_owner(conn: sqlite3.Connection, actor: Principal, key_id: str) -> sqlite3.Row:
+def _key_owner(
+    conn: sqlite3.Connection, actor: Principal, key_id: str
+) -> tuple[sqlite3.Row, Principal]:
+    """The key and its principal, when the actor sees that principal; else 404."""
     row = conn.execute(
         "SELECT k.*, p.name FROM api_keys k JOIN principals p ON p.id = k.principal_id"
         " WHERE k.id = ?",
@@ -274,10 +412,10 @@ def _key_owner(conn: sqlite3.Connection, actor: Principal, key_id: str) -> sqlit
     if row is None:
         raise NotFoundError("key not found")
     try:
-        get_principal(conn, actor, row["name"])
+        target = get_principal(conn, actor, row["name"])
     except NotFoundError:
         raise NotFoundError("key not found") from None
-    return row
+    return row, target
 
 
 def create_key(
@@ -285,12 +423,14 @@ def create_key(
 ) -> tuple[str, str]:
     require_admin(actor)
     target = get_principal(conn, actor, name)
-    return pm.add_key(conn, target.id, expires_at=expires_at)
+    may_issue_for(conn, actor, target)
+    return pm.add_key(conn, target.id, expires_at=expires_at, issued_by=actor.name)
 
 
 def revoke_key(conn: sqlite3.Connection, actor: Principal, key_id: str) -> str:
     require_admin(actor)
-    row = _key_owner(conn, actor, key_id)
+    row, target = _key_owner(conn, actor, key_id)
+    may_manage(actor, target)
     conn.execute(
         "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (_now(), key_id)
     )
@@ -304,7 +444,8 @@ def rotate_key(
     require_admin(actor)
     if overlap_s < 0 or overlap_s > 30 * 86400:
         raise ValidationError("overlap_s must be between 0 and 30 days", field="overlap_s")
-    row = _key_owner(conn, actor, key_id)
+    row, target = _key_owner(conn, actor, key_id)
+    may_issue_for(conn, actor, target)
     if row["revoked_at"] is not None:
         raise ValidationError("cannot rotate a revoked key", field="key_id")
     until = _now() + overlap_s * 1000
@@ -316,5 +457,7 @@ def rotate_key(
             "UPDATE api_keys SET expires_at = ? WHERE id = ?",
             (min(current, until) if current else until, key_id),
         )
-    kid, key = pm.add_key(conn, row["principal_id"], expires_at=row["expires_at"])
+    kid, key = pm.add_key(
+        conn, row["principal_id"], expires_at=row["expires_at"], issued_by=actor.name
+    )
     return str(row["name"]), kid, key

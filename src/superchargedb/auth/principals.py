@@ -10,6 +10,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterable
+from dataclasses import replace
 
 from ..errors import AuthError, ConflictError, ValidationError
 from ..types import PERMS, TIERS, Principal
@@ -115,14 +116,18 @@ def add_key(
     principal_id: str,
     key: str | None = None,
     expires_at: int | None = None,
+    issued_by: str | None = None,
 ) -> tuple[str, str]:
-    """Store a key's hash; returns ``(key_id, key)``. The key is shown once, never stored."""
+    """Store a key's hash; returns ``(key_id, key)``. The key is shown once, never stored.
+
+    ``issued_by`` names who minted it (an admin or ``operator``); None for seeded keys.
+    """
     key = key or new_key()
     kid = "k_" + uuid.uuid4().hex[:16]
     conn.execute(
-        "INSERT INTO api_keys(id, principal_id, key_hash, prefix, created_at, expires_at)"
-        " VALUES (?,?,?,?,?,?)",
-        (kid, principal_id, hash_key(key), key[:12], _now_ms(), expires_at),
+        "INSERT INTO api_keys(id, principal_id, key_hash, prefix, created_at, expires_at,"
+        " issued_by) VALUES (?,?,?,?,?,?,?)",
+        (kid, principal_id, hash_key(key), key[:12], _now_ms(), expires_at, issued_by),
     )
     return kid, key
 
@@ -141,7 +146,8 @@ def row_to_principal(row: sqlite3.Row) -> Principal:
 
 
 _AUTH_SQL = (
-    "SELECT p.*, k.key_hash, k.expires_at, k.revoked_at FROM api_keys k"
+    "SELECT p.*, k.id AS key_id, k.issued_by, k.key_hash, k.expires_at, k.revoked_at"
+    " FROM api_keys k"
     " JOIN principals p ON p.id = k.principal_id WHERE k.key_hash = ?"
 )
 
@@ -162,4 +168,4 @@ def authenticate(conn: sqlite3.Connection, authorization: str | None) -> Princip
         raise AuthError("invalid API key")
     if row["expires_at"] is not None and row["expires_at"] <= _now_ms():
         raise AuthError("invalid API key")
-    return row_to_principal(row)
+    return replace(row_to_principal(row), key_id=row["key_id"], key_issuer=row["issued_by"])

@@ -204,7 +204,7 @@ class Ingestor:
         audit.append(
             conn,
             self.svc.audit_key,
-            principal.name,
+            principal,
             "ingest.queued",
             {"job_id": job_id, "scope": p.scope, "object": p.object_key},
         )
@@ -339,7 +339,7 @@ class Ingestor:
                 "removed": removed,
                 "merkle_root": audit.merkle_root(content_hashes),
             }
-            audit.append(conn, self.svc.audit_key, principal.name, action, record)
+            audit.append(conn, self.svc.audit_key, principal, action, record)
         return outcomes
 
     def _check_quota(

@@ -3,6 +3,11 @@
 ``hash = HMAC-SHA256(key, prev_hash || canonical_json(record))``; records are appended inside the
 transaction of the change they describe, ``UNIQUE(prev_hash)`` prevents forks, and the key lives
 outside the data dir so whoever can write the catalog file cannot re-forge the chain.
+
+Every record names the key that authenticated the change (``actor_key_id``; null for the operator,
+who has none), who issued that key when it was not its own principal (``actor_key_issuer``), and
+the tenants (scope roots) of the actor (``actor_tenants``), so a tenant admin can be told its own
+tenant's record count only. Records written before these fields existed verify unchanged.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ import secrets
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import faults
+
+if TYPE_CHECKING:
+    from ..types import Principal
 
 GENESIS = "0" * 64
 
@@ -59,20 +67,51 @@ def merkle_root(hashes: list[str]) -> str:
     return level[0].hex()
 
 
+def tenant_of(scope: str) -> str:
+    """A tenant is a scope root: ``acme/alpha/backend`` -> ``acme``."""
+    return scope.split("/", 1)[0]
+
+
+def who(actor: Principal | str) -> dict[str, Any]:
+    """The fields naming who made a change: the actor, its key, that key's issuer, its tenants.
+
+    A bare name (offline operator tooling) has no key and no tenant.
+    """
+    if isinstance(actor, str):
+        return {"actor": actor, "actor_key_id": None, "actor_tenants": []}
+    out: dict[str, Any] = {
+        "actor": actor.name,
+        "actor_key_id": actor.key_id,
+        "actor_tenants": sorted({tenant_of(s) for s in actor.scopes}),
+    }
+    if actor.key_issuer is not None and actor.key_issuer != actor.name:
+        out["actor_key_issuer"] = actor.key_issuer
+    return out
+
+
 def append(
-    conn: sqlite3.Connection, key: bytes, actor: str, action: str, record: dict[str, Any]
+    conn: sqlite3.Connection,
+    key: bytes,
+    actor: Principal | str,
+    action: str,
+    record: dict[str, Any],
 ) -> str:
-    """Append one record in the caller's open write transaction; returns its hash."""
+    """Append one record in the caller's open write transaction; returns its hash.
+
+    Pass the authenticated Principal as ``actor`` (a name only from operator tooling): the
+    record then carries the key id and issuer.
+    """
     faults.point("audit.before_append")
     row = conn.execute("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
     seq, prev = (row[0] + 1, row[1]) if row else (1, GENESIS)
     at = int(time.time() * 1000)
-    full = {"seq": seq, "at": at, "actor": actor, "action": action, **record}
+    # The record's own fields come first: none of them can overwrite who made the change.
+    full = {**record, "seq": seq, "at": at, **who(actor), "action": action}
     h = chain_hash(key, prev, full)
     conn.execute(
         "INSERT INTO audit_log(seq, prev_hash, hash, at, actor, action, record)"
         " VALUES (?,?,?,?,?,?,?)",
-        (seq, prev, h, at, actor, action, canonical_json(full).decode()),
+        (seq, prev, h, at, full["actor"], action, canonical_json(full).decode()),
     )
     faults.point("audit.after_record")
     conn.execute(
@@ -96,6 +135,33 @@ def verify(conn: sqlite3.Connection, key: bytes, anchor: Path | None = None) -> 
         if bad is not None:
             return {**bad, "records": result["records"]}
     return result
+
+
+def verify_for_tenants(
+    conn: sqlite3.Connection, key: bytes, anchor: Path | None, tenants: set[str]
+) -> dict[str, Any]:
+    """What a tenant admin is told: whether the whole chain verifies, and how many records its
+    tenants' principals made. No global count, no head, no position of a bad record."""
+    ok = bool(verify(conn, key, anchor)["ok"])
+    # Records from before ``actor_tenants`` existed are attributed by their actor's scopes now.
+    legacy = {
+        str(r[0]): {tenant_of(s) for s in json.loads(r[1])}
+        for r in conn.execute("SELECT name, scopes FROM principals")
+    }
+    n = 0
+    for (raw,) in conn.execute("SELECT record FROM audit_log"):
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            continue  # verify() has already said the chain is broken
+        if not isinstance(rec, dict):
+            continue
+        if "actor_tenants" in rec:
+            theirs = set(rec["actor_tenants"] or ())
+        else:
+            theirs = legacy.get(str(rec.get("actor")), set())
+        n += bool(theirs & tenants)
+    return {"ok": ok, "records": n}
 
 
 def _verify_chain(conn: sqlite3.Connection, key: bytes) -> dict[str, Any]:

@@ -211,12 +211,19 @@ M005_JOB_LEASE_OWNER = """
 ALTER TABLE jobs ADD COLUMN lease_owner TEXT;
 """
 
+# Who issued a key (the principal's name, or "operator"): a key an admin mints for someone else
+# stays traceable to the admin in every audit record made with it.
+M006_KEY_ISSUER = """
+ALTER TABLE api_keys ADD COLUMN issued_by TEXT;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_usage", M002_USAGE),
     ("m003_objects_jobs", M003_OBJECTS_JOBS),
     ("m004_chunk_context", M004_CHUNK_CONTEXT),
     ("m005_job_lease_owner", M005_JOB_LEASE_OWNER),
+    ("m006_key_issuer", M006_KEY_ISSUER),
 ]
 
 
