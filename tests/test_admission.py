@@ -117,7 +117,9 @@ def test_cancelled_waiter_gives_its_slot_back():
 def test_http_overload_is_503_with_retry_after(tmp_path, embedder):
     from superchargedb.demo import seed
 
-    s = make_service(tmp_path / "d", embedder, inflight_search=1, queue_search=0)
+    s = make_service(
+        tmp_path / "d", embedder, inflight_search=1, queue_search=0, metrics_token="tok"
+    )
     seed(s)
     try:
         with LiveServer(s) as srv:
@@ -147,7 +149,7 @@ def test_http_overload_is_503_with_retry_after(tmp_path, embedder):
                     assert int(r.headers["Retry-After"]) >= 1
                     assert r.headers["X-Request-Id"]  # the outer middlewares still ran
             # Probes are never refused, and the gauge reports the refusals.
-            m = httpx.get(srv.url + "/metrics").text
+            m = httpx.get(srv.url + "/metrics", headers={"Authorization": "Bearer tok"}).text
             assert 'scdb_admission{class="search",state="rejected"}' in m
             assert httpx.get(srv.url + "/healthz").status_code == 200
     finally:

@@ -114,12 +114,13 @@ def test_usage(client):
     assert client.get("/v1/usage", headers=ALICE, params={"from": "nope"}).status_code == 422
 
 
-def test_metrics_and_health(client):
+def test_metrics_and_health(client, svc, monkeypatch):
+    monkeypatch.setattr(svc.settings, "metrics_token", "tok")  # /metrics needs the token
     seed(client, 2)
     client.post("/v1/search", headers=ALICE, json={"q": "queues"})
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/readyz").status_code == 200
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers={"Authorization": "Bearer tok"}).text
     assert 'scdb_requests_total{route="/v1/search",status="200"} 1' in text
     assert 'scdb_stage_ms_count{stage="vectorize"} 1' in text
     assert 'scdb_index_vectors{plane="text"} 3' in text

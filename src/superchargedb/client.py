@@ -516,8 +516,9 @@ def build_ready() -> Req:
     return Req("GET", "/readyz")
 
 
-def build_metrics() -> Req:
-    return Req("GET", "/metrics")
+def build_metrics(token: str | None) -> Req:
+    # /metrics takes the operator's SCDB_METRICS_TOKEN, not an API key.
+    return Req("GET", "/metrics", headers={"Authorization": f"Bearer {token}"} if token else None)
 
 
 def build_ingest(units: Sequence[Mapping[str, Any]], scope: str | None, mode: str) -> Req:
@@ -644,6 +645,10 @@ def build_audit_verify() -> Req:
     return Req("GET", "/v1/audit/verify")
 
 
+def build_stats() -> Req:
+    return Req("GET", "/v1/stats")
+
+
 def _decode(resp: httpx.Response) -> Any:
     if resp.status_code >= 400:
         raise error_from_response(resp)
@@ -713,9 +718,9 @@ class Client(_Base):
         """``{"status": "ready"}``; raises Unavailable while the index is replaying."""
         return dict(self._call(build_ready()))
 
-    def metrics(self) -> str:
-        """The Prometheus text exposition."""
-        return str(self._call(build_metrics()))
+    def metrics(self, token: str | None = None) -> str:
+        """The Prometheus text exposition; ``token`` is the server's ``SCDB_METRICS_TOKEN``."""
+        return str(self._call(build_metrics(token)))
 
     def ingest(
         self, units: Sequence[Mapping[str, Any]], scope: str | None = None, mode: str = "replace"
@@ -879,7 +884,12 @@ class Client(_Base):
         return dict(self._call(build_rotate_key(key_id, overlap_s)))
 
     def audit_verify(self) -> Json:
+        """``{"ok", "records"}``: the chain's integrity and your tenant's record count."""
         return dict(self._call(build_audit_verify()))
+
+    def stats(self) -> Json:
+        """Your tenant's figures (admins): Units per plane, documents, jobs, lag, objects."""
+        return dict(self._call(build_stats()))
 
 
 class AsyncClient(_Base):
@@ -919,8 +929,8 @@ class AsyncClient(_Base):
     async def ready(self) -> Json:
         return dict(await self._call(build_ready()))
 
-    async def metrics(self) -> str:
-        return str(await self._call(build_metrics()))
+    async def metrics(self, token: str | None = None) -> str:
+        return str(await self._call(build_metrics(token)))
 
     async def ingest(
         self, units: Sequence[Mapping[str, Any]], scope: str | None = None, mode: str = "replace"
@@ -1070,3 +1080,6 @@ class AsyncClient(_Base):
 
     async def audit_verify(self) -> Json:
         return dict(await self._call(build_audit_verify()))
+
+    async def stats(self) -> Json:
+        return dict(await self._call(build_stats()))

@@ -108,6 +108,8 @@ class Settings(BaseSettings):
     rate_ip_burst: float = 400.0
     rate_auth_fail_per_min: float = 30.0
     cors_origins: str = ""  # comma-separated allowed origins; empty = CORS off
+    # Bearer token that `GET /metrics` requires (deployment-wide figures); unset = no /metrics (404)
+    metrics_token: str | None = None
     # Shared store for the buckets (redis://host:port/db); unset = in-process buckets.
     redis_url: str | None = None
     redis_prefix: str = "scdb:rl:"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import hmac
 import logging
 import sqlite3
 import time
@@ -32,6 +33,7 @@ from .openapi import ERROR_RESPONSES, body_schema, install_openapi
 from .routes_admin import register_admin
 from .routes_docs import register_docs
 from .routes_objects import register_objects
+from .routes_stats import register_stats
 
 log = logging.getLogger("superchargedb.api")
 access = logging.getLogger("superchargedb.access")
@@ -372,6 +374,7 @@ def create_app(svc: Service) -> FastAPI:
     register_admin(app, svc, principal, body_of)
     register_docs(app, svc, principal, body_of)
     register_objects(app, svc, principal)
+    register_stats(app, svc, principal)
 
     @app.get(
         "/metrics",
@@ -381,10 +384,19 @@ def create_app(svc: Service) -> FastAPI:
             200: {
                 "content": {"text/plain": {"schema": {"type": "string"}}},
                 "description": "Prometheus text format",
-            }
+            },
+            **ERROR_RESPONSES.subset(401, 404),
         },
     )
-    async def metrics() -> Response:
+    async def metrics(
+        authorization: str | None = Header(default=None, include_in_schema=False),
+    ) -> Response:
+        # Deployment-wide figures are the operator's: no token configured, no route.
+        if not s.metrics_token:
+            raise StarletteHTTPException(404, "Not Found")
+        given = (authorization or "").removeprefix("Bearer ").strip().encode()
+        if not authorization or not hmac.compare_digest(given, s.metrics_token.encode()):
+            raise AuthError("GET /metrics needs Authorization: Bearer $SCDB_METRICS_TOKEN")
         return Response(svc.metrics.render(), media_type="text/plain; version=0.0.4")
 
     install_openapi(app, s.max_top_k)
