@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import threading
 
@@ -158,3 +159,31 @@ def test_deleted_last_record_detected_by_head_without_anchor(chain):
     tamper(db, "DELETE FROM audit_log WHERE seq = (SELECT MAX(seq) FROM audit_log)")
     out = verify(db, None)
     assert not out["ok"] and "shorter" in out["reason"]
+
+
+def test_records_written_before_key_ids_still_verify_and_count(tmp_path, embedder):
+    # A record in the earlier format (no actor_key_id / actor_tenants), written the way the
+    # earlier append did, then records in the current format after it: one chain that
+    # verifies, and the old record counts for its actor's tenant by the actor's scopes.
+    svc = make_service(tmp_path / "l", embedder)
+    add_principal(svc, "w", perms=["read", "write"], scopes=["acme"])
+    add_principal(svc, "g", perms=["read", "write"], scopes=["globex"])
+    key = svc.audit_key
+    with svc.catalog.write() as conn:
+        old = {"seq": 1, "at": 1, "actor": "w", "action": "ingest", "removed": []}
+        h = audit.chain_hash(key, audit.GENESIS, old)
+        conn.execute(
+            "INSERT INTO audit_log(seq, prev_hash, hash, at, actor, action, record)"
+            " VALUES (1, ?, ?, 1, 'w', 'ingest', ?)",
+            (audit.GENESIS, h, audit.canonical_json(old).decode()),
+        )
+    for who in ("w", "g"):
+        p = svc.authenticate(f"Bearer aegis_sk_test_{who}")
+        svc.ingest(p, {"units": [{"text": f"new format by {who}", "doc_id": who}]})
+    conn = svc.catalog.reader()
+    assert audit.verify(conn, key)["ok"] and audit.verify(conn, key)["records"] == 3
+    new = [json.loads(r[0]) for r in conn.execute("SELECT record FROM audit_log WHERE seq > 1")]
+    assert all(r["actor_key_id"].startswith("k_") for r in new)
+    assert audit.verify_for_tenants(conn, key, None, {"acme"}) == {"ok": True, "records": 2}
+    assert audit.verify_for_tenants(conn, key, None, {"globex"}) == {"ok": True, "records": 1}
+    svc.close()
