@@ -6,6 +6,7 @@ One real server for the module, two tenants with different data: ``acme`` and ``
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,11 +19,15 @@ from superchargedb.service import Service
 TOKEN = "metrics-token-for-tests-0123456789"
 
 
-def tiny_png() -> bytes:
-    from PIL import Image
+def one_page_pdf() -> bytes:
+    from reportlab.lib.pagesizes import letter
+    from reportlab.pdfgen import canvas
 
     buf = io.BytesIO()
-    Image.new("RGB", (8, 8), (200, 30, 30)).save(buf, "PNG")
+    c = canvas.Canvas(buf, pagesize=letter)
+    c.drawString(72, 700, "The globex quarterly plan.")
+    c.showPage()
+    c.save()
     return buf.getvalue()
 
 
@@ -69,12 +74,12 @@ def srv(svc: Service) -> Iterator[httpx.Client]:
         ingest("ar", "acme/alpha", [{"text": "alpha two", "doc_id": "a1"}])
         ingest("aa", "acme/beta", [{"text": "beta one", "doc_id": "b1"}])
         put("ar", "acme/alpha/notes.txt", b"7 bytes", "text/plain")
-        # globex: 4 text Units in 4 documents, an image object and one queued image job.
+        # globex: 4 text Units in 4 documents, a PDF object and one queued PDF job.
         ingest("ga", "globex", [{"text": f"globex {i}", "doc_id": f"g{i}"} for i in range(4)])
-        png = tiny_png()
-        put("ga", "globex/pic.png", png, "image/png")
-        ingest("ga", "globex", [{"source_uri": "globex/pic.png", "mime": "image/png"}])
-        c.png_size = len(png)  # type: ignore[attr-defined]
+        pdf = one_page_pdf()
+        put("ga", "globex/plan.pdf", pdf, "application/pdf")
+        ingest("ga", "globex", [{"source_uri": "globex/plan.pdf", "mime": "application/pdf"}])
+        c.pdf_size = len(pdf)  # type: ignore[attr-defined]
         yield c
 
 
@@ -99,7 +104,7 @@ def test_stats_count_only_the_callers_tenant(srv):
     # The queued job's document is reserved when it is queued (quota), so it counts already.
     assert globex["units"]["total"] == 4 and globex["documents"] == 5
     assert globex["jobs"]["queued"] == 1
-    assert globex["objects"] == {"count": 1, "bytes": srv.png_size}
+    assert globex["objects"] == {"count": 1, "bytes": srv.pdf_size}
 
 
 def test_stats_of_a_sub_scope_admin_stay_within_its_grants(srv):
@@ -126,3 +131,25 @@ def test_metrics_need_the_token(srv, svc, monkeypatch):
     monkeypatch.setattr(svc.settings, "metrics_token", None)
     r = srv.get("/metrics", headers=auth(TOKEN))
     assert r.status_code == 404 and r.json()["error"]["code"] == "route_not_found"
+
+
+def test_a_job_records_the_key_that_queued_it(srv, svc):
+    # Run the queued PDF job here, in this thread (the module has no job workers).
+    from superchargedb.auth.principals import hash_key
+    from superchargedb.ingest.derive import MediaLimits
+    from superchargedb.ingest.jobs_runner import JobRunner
+
+    assert JobRunner(svc.ingestor, svc.jobs, MediaLimits()).run_once()
+    conn = svc.catalog.reader()
+    (kid,) = conn.execute(
+        "SELECT id FROM api_keys WHERE key_hash = ?", (hash_key("aegis_sk_test_ga"),)
+    ).fetchone()
+    rec = json.loads(
+        conn.execute("SELECT record FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()[0]
+    )
+    assert rec["action"] == "ingest.derived" and rec["actor"] == "ga"
+    assert rec["actor_key_id"] == kid
+    globex = stats(srv, "ga")
+    assert globex["jobs"]["queued"] == 0 and globex["jobs"]["done"] == 1
+    assert globex["units"]["by_plane"]["doc_visual"] >= 1
+    assert stats(srv, "aa")["jobs"]["done"] == 0  # still nothing of globex in acme's figures

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import logging
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -151,7 +152,9 @@ class JobRunner:
         )
         if row is None:
             raise DerivationError("the principal that queued this job no longer exists")
-        principal = row_to_principal(row)
+        principal = replace(
+            row_to_principal(row), key_id=pl.get("key_id"), key_issuer=pl.get("key_issuer")
+        )
         with svc.catalog.write_lock():
             with svc.catalog.write() as conn:
                 outcomes = ing._write(

@@ -183,6 +183,9 @@ class Ingestor:
             "source_uri": p.source_uri.split("#", 1)[0],
             "captured_at": p.captured_at,
             "content_hash": p.content_hash,
+            # The job's own audit record names the key that queued it, as the request's does.
+            "key_id": principal.key_id,
+            "key_issuer": principal.key_issuer,
         }
         job_id = self.svc.jobs.enqueue(
             conn,
