@@ -29,6 +29,7 @@ PRINCIPALS: dict[str, tuple[list[str], str, list[str], list[str], int | None]] =
     "rw": (["read", "write"], "free", [A], ["eng"], 10),  # more perms than ra
     "big": (["read"], "free", [A], ["eng"], None),  # an unlimited quota
     "fin": (["read"], "free", [A], ["fin"], 10),  # a group fa is not in
+    "finw": (["read", "write"], "free", [A], ["fin"], 10),  # writes into that group
     "owner": (["read", "write"], "free", [A], ["eng"], 10),  # owns a Unit only it can read
     "peer": (["read", "write"], "free", [A], ["eng"], 10),  # wholly within fa's power
     "padmin": (["read", "write", "admin"], "pro", [A], ["eng"], None),  # a stronger admin
@@ -71,6 +72,19 @@ def srv(svc: Service) -> Iterator[httpx.Client]:
             "/v1/ingest",
             headers=h("peer"),
             json={"units": [{"text": "peer shared note", "doc_id": "n1", "acl_groups": ["eng"]}]},
+        )
+        assert r.status_code == 200 and r.json()["results"][0]["ok"], r.text
+        r = c.post(
+            "/v1/ingest",
+            headers=h("finw"),
+            json={"units": [{"text": "finance figures", "doc_id": "f1", "acl_groups": ["fin"]}]},
+        )
+        assert r.status_code == 200 and r.json()["results"][0]["ok"], r.text
+        # A stronger admin files a private Unit for a principal that does not exist yet.
+        r = c.post(
+            "/v1/ingest",
+            headers=h("padmin"),
+            json={"units": [{"text": "for the new hire", "acl_owner": "future", "acl_groups": []}]},
         )
         assert r.status_code == 200 and r.json()["results"][0]["ok"], r.text
         yield c
@@ -157,6 +171,42 @@ def test_issuing_within_power_works_and_the_unit_check_is_exact(srv, svc):
     r = srv.patch("/v1/docs/p1", headers=h("owner"), json={"acl_groups": []})
     assert r.status_code == 200
     refused(srv.post("/v1/admin/principals/owner/keys", headers=h("fa")))
+
+
+def test_creating_a_name_that_already_owns_units_is_refused(srv, svc):
+    # "future" owns a Unit only "future" will read: its first key would read what fa cannot.
+    before = snapshot(svc)
+    body = {"name": "future", "perms": ["read"], "tier": "free", "scopes": [A], "doc_quota": 5}
+    r = srv.post("/v1/admin/principals", headers=h("fa"), json=body)
+    refused(r)
+    assert r.json()["error"]["lacks"] == ["units"]
+    assert snapshot(svc) == before
+    # Even the admin that filed it cannot read it (it is future's alone): refused too. The
+    # operator is unbounded.
+    refused(srv.post("/v1/admin/principals", headers=h("padmin"), json=body))
+    assert svc.admin_create_principal(OPERATOR, body)["principal"]["name"] == "future"
+
+
+def test_the_unit_rule_is_exact_on_both_legs(srv, svc):
+    from dataclasses import replace
+
+    from superchargedb.auth.admin import _reads_beyond
+
+    conn = svc.catalog.reader()
+    fa = svc.authenticate(f"Bearer {key_of('fa')}")
+    fin = svc.authenticate(f"Bearer {key_of('fin')}")
+    peer = svc.authenticate(f"Bearer {key_of('peer')}")
+    # The group leg: fin reads the Unit shared into "fin", which fa is not in...
+    assert _reads_beyond(conn, fa, fin)
+    # ... and with "fin" among fa's groups nothing fin reads is beyond fa.
+    assert not _reads_beyond(conn, replace(fa, groups=fa.groups | {"fin"}), fin)
+    # peer's own Unit is shared with "eng", which fa reads: not beyond.
+    assert not _reads_beyond(conn, fa, peer)
+    # An admin without read reads nothing: everything peer reads is beyond it.
+    assert _reads_beyond(conn, replace(fa, perms=frozenset({"admin"})), peer)
+    # A target outside the admin's scopes: the group leg looks at every group of the target.
+    other = replace(fa, scopes=("acme/zeta",), groups=frozenset({"eng", "fin"}))
+    assert _reads_beyond(conn, other, fin)
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ from ..errors import (
 )
 from ..types import TIER_RANK, Principal
 from . import principals as pm
-from .acl import visible_sql
+from .acl import scope_sql, visible_sql
 from .scopes import check_scope, within_any
 
 OPERATOR = Principal(
@@ -153,19 +153,38 @@ def _exceeds(actor: Principal, target: Principal, *, quota: bool) -> list[str]:
 
 
 def _reads_beyond(conn: sqlite3.Connection, actor: Principal, target: Principal) -> bool:
-    """True when the target can read a Unit the actor cannot: one exact catalog query over the
-    very predicate every read uses (scope, owner, groups), so owner-only Units of the target and
-    Units shared into groups the actor lacks both count."""
+    """True when the target can read a Unit the actor cannot, exactly: the target's own Units,
+    and those shared into its groups, tested against the very predicate every read uses.
+
+    The group leg looks only at groups the actor lacks when that is exact (the actor reads and
+    the target's scopes lie within its own: a Unit in a shared group is then readable by both);
+    the owner leg uses the owner index. Both stop at the first Unit found.
+    """
     if not target.has("read"):
         return False
-    t_sql, t_params = visible_sql("u", target.scopes, target.name, target.groups)
-    if not actor.has("read"):
-        sql, params = f"SELECT 1 FROM units u WHERE {t_sql} LIMIT 1", t_params
-    else:
+    t_scope, t_params = scope_sql("u.scope", target.scopes)
+    if actor.has("read"):
         a_sql, a_params = visible_sql("u", actor.scopes, actor.name, actor.groups)
-        sql = f"SELECT 1 FROM units u WHERE {t_sql} AND NOT ({a_sql}) LIMIT 1"
-        params = t_params + a_params
-    return conn.execute(sql, params).fetchone() is not None
+        unreadable, u_params = f"NOT ({a_sql})", a_params
+    else:
+        unreadable, u_params = "1", []
+    owned = conn.execute(
+        f"SELECT 1 FROM units u WHERE u.acl_owner = ? AND {t_scope} AND {unreadable} LIMIT 1",
+        [target.name, *t_params, *u_params],
+    ).fetchone()
+    if owned is not None:
+        return True
+    within = actor.has("read") and all(within_any(s, actor.scopes) for s in target.scopes)
+    groups = sorted(target.groups - actor.groups if within else target.groups)
+    if not groups:
+        return False
+    marks = ",".join("?" * len(groups))
+    shared = conn.execute(
+        f"SELECT 1 FROM unit_groups g JOIN units u ON u.id = g.unit WHERE g.grp IN ({marks})"
+        f" AND {t_scope} AND {unreadable} LIMIT 1",
+        [*groups, *t_params, *u_params],
+    ).fetchone()
+    return shared is not None
 
 
 def may_manage(actor: Principal, target: Principal) -> None:
@@ -312,6 +331,9 @@ def create_principal(
         groups=groups,
         doc_quota=quota,
     )
+    # Its first key is a key like any other: a name that already owns Units (ingested with
+    # ``acl_owner`` before the principal existed) must not read what the actor cannot.
+    may_issue_for(conn, actor, p)
     kid, key = pm.add_key(conn, p.id, expires_at=expires, issued_by=actor.name)
     return p, kid, key
 
