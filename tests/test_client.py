@@ -463,3 +463,16 @@ def test_answer_against_the_live_server(live):
         assert all(cite.unit_id for cite in res.answer.citations)
         events = list(c.answer_stream("How do I fail over the database?", top_k=5))
     assert events and events[-1].event == "final"
+
+
+def test_admin_lockout_refusals_map_to_their_classes(live):
+    with Client(live.url, api_key=ALICE) as c:
+        with pytest.raises(Forbidden) as forbidden:
+            c.update_principal("alice", disabled=True)
+        assert forbidden.value.code == "self_lockout"
+        with pytest.raises(Conflict) as conflict:  # alice is acme's only admin
+            c.update_principal("alice", perms=["read", "write"])
+        assert conflict.value.code == "last_admin" and conflict.value.extra["tenants"] == ["acme"]
+        with pytest.raises(Forbidden) as esc:
+            c.update_principal("alice", tier="enterprise")
+        assert esc.value.code == "privilege_escalation"

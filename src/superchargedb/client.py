@@ -56,7 +56,8 @@ class Unauthorized(APIError):
 
 
 class Forbidden(APIError):
-    """403; ``code`` is ``forbidden``, ``forbidden_scope`` or ``privilege_escalation``."""
+    """403; ``code`` is ``forbidden``, ``forbidden_scope``, ``privilege_escalation`` (with
+    ``extra["lacks"]``) or ``self_lockout``."""
 
     http_status, default_code = 403, "forbidden"
 
@@ -138,7 +139,8 @@ _ERRORS: list[type[APIError]] = [Unauthorized, Forbidden, PaymentRequired, Upgra
 _ERRORS += [QuotaExceeded, NotFound, Conflict, PayloadTooLarge, ValidationFailed]
 _ERRORS += [RateLimited, Unavailable]
 _BY_CODE = {c.default_code: c for c in _ERRORS}
-_BY_CODE.update(forbidden_scope=Forbidden, privilege_escalation=Forbidden)
+_BY_CODE.update(forbidden_scope=Forbidden, privilege_escalation=Forbidden, self_lockout=Forbidden)
+_BY_CODE.update(last_admin=Conflict)
 # When the code is unknown (or absent), by status: the first class listed for it wins.
 _BY_STATUS = {c.http_status: c for c in reversed(_ERRORS)}
 
