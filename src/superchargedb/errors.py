@@ -3,7 +3,8 @@
     SCDBError (500 internal)
     ├── AuthError (401 unauthorized)
     ├── ForbiddenError (403 forbidden)
-    │   └── ScopeForbiddenError (403 forbidden_scope)
+    │   ├── ScopeForbiddenError (403 forbidden_scope)
+    │   └── GroupForbiddenError (403 forbidden_group: adding an ACL group one is not in)
     ├── PaymentError (402)
     │   ├── UpgradeRequiredError (402 upgrade_required, required_tier)
     │   └── QuotaExceededError (402 quota_exceeded, limit/used/requested)
@@ -49,6 +50,10 @@ class ForbiddenError(SCDBError):
 
 class ScopeForbiddenError(ForbiddenError):
     code = "forbidden_scope"
+
+
+class GroupForbiddenError(ForbiddenError):
+    code = "forbidden_group"
 
 
 class PaymentError(SCDBError):
