@@ -189,7 +189,6 @@ CASES: dict[str, Case] = {
     "unit-locator-start-bool": Case(
         "POST", ING, json=unit(locator={"kind": "char_span", "start": True, "end": 4}), **U422
     ),
-    "unit-doc-id-number": Case("POST", ING, json=unit(doc_id=7), **U422),
     # The spec's own shape on a tier without the plane: the plane's default modality, 402.
     "unit-plane-only-free-visual": Case(
         "POST",
