@@ -24,7 +24,8 @@ import httpx
 ALICE = {"Authorization": "Bearer aegis_sk_alice"}
 SCOPE = "acme/alpha/backend"
 GROUPS_A = ("eng-backend",)
-GROUPS_B = ("crash-audit", "eng-backend")
+# PATCH toggles between sharing with alice's group and owner-only: she adds only her own groups.
+GROUPS_B: tuple[str, ...] = ()
 WORDS = (
     "harbor",
     "lighthouse",

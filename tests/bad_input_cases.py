@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from conftest import ALICE, BOB, CAROL
+from conftest import ALICE, BOB, CAROL, auth
 
 SCOPE = "acme/alpha/backend"
+# An admin in every payload's group (tests/test_bad_input.py creates it): a writer adds only
+# groups it belongs to, and these cases store odd group names verbatim.
+GROUPER = auth("aegis_sk_test_grouper")
 
 
 @dataclass
@@ -130,6 +133,13 @@ CASES: dict[str, Case] = {
     "top-k-negative": Case("POST", SEARCH, json={"q": "x", "top_k": -3}),
     "top-k-huge": Case("POST", SEARCH, json={"q": "x", "top_k": 10**6}),
     "top-k-fraction": Case("POST", SEARCH, json={"q": "x", "top_k": 1.5}),
+    # Strict types: a bool is not an int, a numeric string is not a number or a bool.
+    "top-k-bool": Case("POST", SEARCH, json={"q": "x", "top_k": True}),
+    "top-k-numeric-string": Case("POST", SEARCH, json={"q": "x", "top_k": "5"}),
+    "top-k-whole-float": Case("POST", SEARCH, json={"q": "x", "top_k": 5.0}),
+    "rerank-string": Case("POST", SEARCH, json={"q": "x", "rerank": "true"}),
+    "rerank-number": Case("POST", SEARCH, json={"q": "x", "rerank": 1}),
+    "budget-bool": Case("POST", SEARCH, json={"q": "x", "budget": {"max_ms": True}}),
     "planes-unknown": Case("POST", SEARCH, json={"q": "x", "planes": ["sound"]}),
     "planes-string": Case("POST", SEARCH, json={"q": "x", "planes": "text"}),
     "planes-empty": Case("POST", SEARCH, json={"q": "x", "planes": []}),
@@ -167,6 +177,35 @@ CASES: dict[str, Case] = {
     "unit-text-list": Case("POST", ING, json={"units": [{"text": ["a"]}]}, **U422),
     "unit-text-null": Case("POST", ING, json={"units": [{"text": None}]}, **U422),
     "unit-text-blank": Case("POST", ING, json=unit(text="   \n\t "), **U422),
+    "unit-text-nul-only": Case("POST", ING, json=unit(text="\x00"), **U422),
+    "unit-text-nul-whitespace": Case("POST", ING, json=unit(text=" \x00\n\x00\t"), **U422),
+    "unit-text-zero-width": Case("POST", ING, json=unit(text="\u200b\u200b\ufeff"), **U422),
+    "unit-text-controls": Case("POST", ING, json=unit(text="\x01\x02\x7f\x1b"), **U422),
+    # Text declared as a binary type is not stored as a text Unit.
+    **{
+        f"unit-text-mime-{m.replace('/', '-')}": Case("POST", ING, json=unit(mime=m), **U422)
+        for m in ("image/png", "audio/wav", "video/mp4", "application/pdf", "IMAGE/PNG; q=1")
+    },
+    "unit-locator-start-bool": Case(
+        "POST", ING, json=unit(locator={"kind": "char_span", "start": True, "end": 4}), **U422
+    ),
+    # The spec's own shape on a tier without the plane: the plane's default modality, 402.
+    "unit-plane-only-free-visual": Case(
+        "POST",
+        ING,
+        json={"units": [{"text": "A red bicycle.", "plane": "visual"}]},
+        headers=CAROL,
+        status=402,
+        code="upgrade_required",
+    ),
+    "unit-plane-only-free-audio-malformed": Case(
+        "POST",
+        ING,
+        json={"units": [{"text": "Hello.", "plane": "audio", "locator": "0-5"}]},
+        headers=CAROL,
+        status=402,
+        code="upgrade_required",
+    ),
     "unit-unknown-field": Case("POST", ING, json=unit(colour="red"), **U422),
     "unit-groups-string": Case("POST", ING, json=unit(acl_groups="g"), **U422),
     "unit-groups-numbers": Case("POST", ING, json=unit(acl_groups=[1, 2]), **U422),
@@ -673,7 +712,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "ingest.mime": (lambda s: Case("POST", ING, json=unit(mime=s)), "write:mime"),
     "ingest.acl_owner": (lambda s: Case("POST", ING, json=unit(acl_owner=s)), "write:acl_owner"),
     "ingest.acl_groups": (
-        lambda s: Case("POST", ING, json=unit(acl_groups=[s])),
+        lambda s: Case("POST", ING, json=unit(acl_groups=[s]), headers=GROUPER),
         "write:acl_groups",
     ),
     # Other stored strings: object groups, a document's new groups, a principal's name.
@@ -689,7 +728,10 @@ FIELDS: dict[str, tuple[Any, str]] = {
     ),
     "doc.patch-groups": (
         lambda s: Case(
-            "PATCH", "/v1/docs/api-style?scope=acme/alpha", json={"acl_groups": [s, "eng-backend"]}
+            "PATCH",
+            "/v1/docs/api-style?scope=acme/alpha",
+            json={"acl_groups": [s, "eng-backend"]},
+            headers=GROUPER,
         ),
         "stored:patch",
     ),

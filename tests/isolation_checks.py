@@ -18,10 +18,22 @@ from typing import Any
 
 import httpx
 
-from isolation_model import MARKER, SEGS, P, World, ref_effective, ref_valid_scope
+from isolation_model import (
+    GROUPS,
+    MARKER,
+    SEGS,
+    P,
+    World,
+    may_destroy,
+    ref_effective,
+    ref_inside,
+    ref_valid_scope,
+)
 from superchargedb.service import Service
 
-ALL_PATHS = frozenset({"units", "objects", "jobs", "search", "answer", "stream", "docs", "usage"})
+ALL_PATHS = frozenset(
+    {"units", "objects", "jobs", "search", "answer", "stream", "docs", "usage", "writes"}
+)
 STATS: Counter[str] = Counter()
 
 
@@ -124,6 +136,8 @@ class Checker:
                     await self.listings(p, rq)
             if "usage" in self.paths and not again:
                 await self.usage(p)
+            if "writes" in self.paths and not again:
+                await self.writes(p)
         await self.reads(("cached", "fresh") if again else ("fresh", "cached"))
 
     # -- units/:id, preview -----------------------------------------------------------------
@@ -142,13 +156,57 @@ class Checker:
                 await self.same_as_missing(p, "GET", f"/v1/units/{uid}", gone, ctx)
                 url = f"/v1/units/{uid}/preview"
                 await self.same_as_missing(p, "GET", url, gone + "/preview", ctx)
-            if "write" in p.perms and not visible:
-                # A delete is a read of existence too: invisible answers as absent, and stays.
+            if "write" in p.perms and not may_destroy(u, p):
+                # A delete is a read of existence too: what the caller may not destroy (not its
+                # own, and not readable: the ACL and read) answers as absent, and stays.
                 await self.same_as_missing(p, "DELETE", f"/v1/units/{uid}", gone, ctx)
                 row = self.svc.catalog.reader().execute(
                     "SELECT 1 FROM units WHERE unit_id = ?", (uid,)
                 )
                 assert row.fetchone() is not None, ("deleted by a caller who cannot see it", ctx)
+
+    # -- writes that must be refused: delete, PATCH and ingest change nothing ------------------
+    def stored(self) -> set[str]:
+        rows = self.svc.catalog.reader().execute("SELECT unit_id FROM units")
+        return {r[0] for r in rows}
+
+    async def writes(self, p: P) -> None:
+        if "write" not in p.perms:
+            return
+        before = self.stored()
+        docs = sorted({u["doc_id"] for u in self.w.units.values()})
+        for g in sorted(p.grants):
+            for doc in docs:
+                ctx = ("writes", p, g, doc)
+                units = [u for u in self.w.units.values() if u["doc_id"] == doc]
+                units = [u for u in units if ref_inside(u["scope"], g)]
+                mine = [u for u in units if may_destroy(u, p)]
+                if not mine:  # nothing of it is the caller's to destroy: as a missing doc
+                    url, none = f"/v1/docs/{doc}?scope={g}", f"/v1/docs/doc-nobody?scope={g}"
+                    await self.same_as_missing(p, "DELETE", url, none, ctx)
+                    continue
+                patchable = [u for u in mine if u["owner"] == p.name or "admin" in p.perms]
+                old = set().union(*(set(u["groups"]) for u in patchable))
+                new = sorted(set(GROUPS) - p.groups - old)
+                if patchable and new:  # adding a group the caller is not in: 403
+                    r = await self.c.patch(
+                        f"/v1/docs/{doc}",
+                        params={"scope": g},
+                        json={"acl_groups": sorted(old | {new[0]})},
+                        headers=self.h(p),
+                    )
+                    is_error(r, 403, ctx, "forbidden_group")
+            # Ingest into a group the caller is not in: refused per Unit, nothing stored.
+            outside = sorted(set(GROUPS) - p.groups)[0]
+            probe = {"text": f"Probe note of {p.name}.", "acl_groups": [outside]}
+            r = await self.c.post(
+                "/v1/ingest", params={"scope": g}, json={"units": [probe]}, headers=self.h(p)
+            )
+            assert r.status_code == 200, (p, g, r.status_code, r.text[:300])
+            res = r.json()["results"][0]
+            assert not res["ok"] and res["error"]["code"] == "forbidden_group", (p, g, res)
+            STATS["checks"] += 1
+        assert self.stored() == before, ("a refused write changed the Units", p)
 
     # -- objects: GET, Range, If-None-Match, HEAD, look-alike keys ---------------------------
     async def objects(self, p: P) -> None:

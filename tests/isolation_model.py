@@ -67,6 +67,14 @@ def acl_ok(owner: str, groups: set[str] | list[str], name: str, pgroups: set[str
     return owner == name or bool(set(groups) & pgroups)
 
 
+def may_destroy(u: dict[str, Any], p: P) -> bool:
+    """Delete, replace or re-permission: one's own Units within one's grants, with or without
+    read; anyone else's only when readable (the ACL and the read permission)."""
+    if not any(ref_inside(u["scope"], g) for g in p.grants):
+        return False
+    return u["owner"] == p.name or (p.reads and bool(set(u["groups"]) & p.groups))
+
+
 @dataclass
 class P:
     """A reader principal as generated."""

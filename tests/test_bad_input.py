@@ -24,8 +24,20 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 
-from bad_input_cases import ADMIN, CASES, FIELDS, ING, MATRIX, PAYLOADS, SCOPE, SEARCH, Case, unit
-from conftest import ALICE, LiveServer, auth, make_service
+from bad_input_cases import (
+    ADMIN,
+    CASES,
+    FIELDS,
+    GROUPER,
+    ING,
+    MATRIX,
+    PAYLOADS,
+    SCOPE,
+    SEARCH,
+    Case,
+    unit,
+)
+from conftest import ALICE, LiveServer, add_principal, auth, make_service
 from statedump import diff, state_dump
 from superchargedb.api.app import create_app
 from superchargedb.auth import principals as principals_mod
@@ -55,6 +67,10 @@ def env(tmp_path_factory, embedder) -> Iterator[Env]:
         max_object_bytes=64 * 1024,
     )
     seed(svc)  # the demo principals and documents: state worth protecting
+    groups = [*PAYLOADS.values(), "eng-backend"]
+    add_principal(
+        svc, "grouper", perms=["read", "write", "admin"], scopes=["acme/alpha"], groups=groups
+    )
     with svc.catalog.write() as w:
         row = w.execute("SELECT id FROM principals WHERE name = 'alice'").fetchone()
         revoked_id, revoked = principals_mod.add_key(w, row[0], "aegis_sk_revoked_alice")
@@ -142,9 +158,11 @@ def check_read(env: Env, case: Case, column: str | None, value: str) -> None:
         spec = {"doc_id": value} if column == "doc_id" else {}
         if column == "acl_owner":
             spec = {"acl_owner": value, "acl_groups": ["eng-backend"]}
-        if column == "acl_groups":
-            spec = {"acl_groups": [value]}
-        r = env.c.post(ING, json=unit(text=f"Failover holder {column}", **spec), headers=ALICE)
+        who = ALICE
+        if column == "acl_groups":  # alice's, shared by an admin in that group
+            spec = {"acl_groups": [value], "acl_owner": "alice", "scope": SCOPE}
+            who = GROUPER
+        r = env.c.post(ING, json=unit(text=f"Failover holder {column}", **spec), headers=who)
         assert r.status_code == 200 and r.json()["results"][0]["ok"], r.text
     before = state_dump(env.svc)
     r = send(env, case)

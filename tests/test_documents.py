@@ -73,13 +73,16 @@ def test_patch_doc_acl_takes_effect_at_once(client):
     # bob cannot re-permission alice's document.
     r = client.patch("/v1/docs/doc01", headers=BOB, json={"acl_groups": []})
     assert r.status_code == 403
+    # Nor alice add a group she is not in (acl.may_add_groups); removing eng-backend she may.
     r = client.patch("/v1/docs/doc01", headers=ALICE, json={"acl_groups": ["finance"]})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_group"
+    r = client.patch("/v1/docs/doc01", headers=ALICE, json={"acl_groups": []})
     assert r.status_code == 200 and r.json()["updated"] == 1
     after = client.post("/v1/search", headers=BOB, json=q).json()
     assert after["trace"]["cache"] == "miss"
     assert uid not in [h["unit_id"] for h in after["hits"]]
     assert client.get(f"/v1/units/{uid}", headers=BOB).status_code == 404
-    assert client.get(f"/v1/units/{uid}", headers=ALICE).json()["acl_groups"] == ["finance"]
+    assert client.get(f"/v1/units/{uid}", headers=ALICE).json()["acl_groups"] == []
     assert client.patch("/v1/docs/nope", headers=ALICE, json={"acl_groups": []}).status_code == 404
     assert client.patch("/v1/docs/doc01", headers=ALICE, json={"groups": []}).status_code == 422
 

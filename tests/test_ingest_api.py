@@ -76,7 +76,7 @@ def test_per_unit_errors_do_not_lose_the_batch(client):
         {**SPEC_UNIT, "doc_id": "a", "locator": {"kind": "char_span", "start": 5, "end": 2}},
         {**SPEC_UNIT, "doc_id": "b", "typo_field": 1},
         {**SPEC_UNIT, "doc_id": "c", "modality": "clip"},
-        {**SPEC_UNIT, "doc_id": "d", "plane": "audio"},
+        {**SPEC_UNIT, "doc_id": "d", "modality": "text", "plane": "audio"},
         {**SPEC_UNIT, "doc_id": "e", "scope": "Acme/Alpha"},
         "not an object",
         {**SPEC_UNIT, "doc_id": "ok", "locator": {"kind": "line_range", "start": 1, "end": 1}},
@@ -150,8 +150,11 @@ def test_idempotent_reingest_and_acl_update(client, svc):
     assert r1["status"] == "created"
     r2 = ingest(client, ALICE, [SPEC_UNIT]).json()["results"][0]
     assert r2["status"] == "unchanged" and r2["unit_id"] == r1["unit_id"]
-    # New groups: updated in place, and effective at once (bob loses access).
+    # New groups: updated in place, and effective at once (bob loses access). A group alice is
+    # not in she may not add (acl.may_add_groups); removing one she may.
     r3 = ingest(client, ALICE, [{**SPEC_UNIT, "acl_groups": ["finance"]}]).json()["results"][0]
+    assert r3["error"]["code"] == "forbidden_group"
+    r3 = ingest(client, ALICE, [{**SPEC_UNIT, "acl_groups": []}]).json()["results"][0]
     assert r3["status"] == "updated" and r3["unit_id"] == r1["unit_id"]
     assert client.get(f"/v1/units/{r1['unit_id']}", headers=BOB).status_code == 404
     hits = client.post("/v1/search", headers=BOB, json={"q": "backend renewals"}).json()["hits"]
@@ -186,7 +189,7 @@ def test_concurrent_identical_ingests_make_one_row(client, svc):
 def test_other_tenant_identical_text_reveals_nothing(client, svc):
     key = add_principal(svc, "erin", perms=["read", "write"], scopes=["globex"])
     r = ingest(client, ALICE, [SPEC_UNIT]).json()["results"][0]
-    other = {**SPEC_UNIT, "scope": "globex"}
+    other = {**SPEC_UNIT, "scope": "globex", "acl_groups": []}  # erin is in no group
     r2 = ingest(client, auth(key), [other]).json()["results"][0]
     assert r2["status"] == "created" and r2["unit_id"] != r["unit_id"]
 

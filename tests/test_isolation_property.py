@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from isolation_checks import ALL_PATHS, STATS, EchoLLM
 from isolation_model import MemoEmbedder, worlds
 from isolation_world import Harness, build
+from superchargedb.auth import acl
 from superchargedb.auth import scopes as scopes_mod
 
 EXAMPLES = int(os.environ.get("SCDB_ISOLATION_EXAMPLES", "50"))
@@ -89,10 +90,30 @@ def test_isolation_property(tmp_path_factory, memo_embedder, echo_llm, spec):
     STATS["seconds"] += round(time.perf_counter() - t0, 3)
 
 
-# Each injected bug (DECISIONS 50) must be caught through each read path it affects, on its
-# own: a path whose check could not fail would show up here.
+def _destroy_by_acl_alone(principal: Any, unit: Any) -> bool:
+    """The old rule: the ACL decides, the read permission is forgotten."""
+    if not scopes_mod.within_any(str(unit["scope"]), principal.scopes):
+        return False
+    return unit["acl_owner"] == principal.name or bool(acl.unit_groups(unit) & principal.groups)
+
+
+# Bugs in the write rules, injected by replacing the rule function (no switch in production).
+RULE_MUTATIONS: dict[str, tuple[str, Any]] = {
+    "destroy_without_read": ("may_destroy", _destroy_by_acl_alone),
+    "add_any_group": ("may_add_groups", lambda principal, old, new: True),
+}
+
+# Each injected bug (DECISIONS 50) must be caught through each path it affects, on its own: a
+# path whose check could not fail would show up here.
 MUTATION_PATHS = [
-    *((m, path) for m in ("like_prefix", "ancestor") for path in sorted(ALL_PATHS - {"usage"})),
+    *(
+        (m, path)
+        for m in ("like_prefix", "ancestor")
+        for path in sorted(ALL_PATHS - {"usage", "writes"})
+    ),
+    ("destroy_without_read", "units"),
+    ("destroy_without_read", "writes"),
+    ("add_any_group", "writes"),
     *(("cache_groups_only", path) for path in ("search", "answer", "stream")),
     # Caught only by the second round after a re-permission: proves that round is not idle.
     ("cache_no_generations", "search+answer+stream"),
@@ -101,7 +122,9 @@ MUTATION_PATHS = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mutation,path", MUTATION_PATHS)
-def test_mutations_are_caught(tmp_path_factory, memo_embedder, echo_llm, mutation, path):
+def test_mutations_are_caught(
+    tmp_path_factory, memo_embedder, echo_llm, monkeypatch, mutation, path
+):
     caught = False
 
     @settings(
@@ -117,7 +140,11 @@ def test_mutations_are_caught(tmp_path_factory, memo_embedder, echo_llm, mutatio
         paths = frozenset(path.split("+"))
         run_world(tmp_path_factory.mktemp("mut"), spec, memo_embedder, echo_llm, paths)
 
-    scopes_mod.MUTATIONS.add(mutation)
+    if mutation in RULE_MUTATIONS:
+        name, bug = RULE_MUTATIONS[mutation]
+        monkeypatch.setattr(acl, name, bug)
+    else:
+        scopes_mod.MUTATIONS.add(mutation)
     saved = STATS.copy()  # the report counts the property's own worlds only
     try:
         prop()
@@ -127,6 +154,7 @@ def test_mutations_are_caught(tmp_path_factory, memo_embedder, echo_llm, mutatio
         caught = group.subgroup(AssertionError) is not None
     finally:
         scopes_mod.MUTATIONS.discard(mutation)
+        monkeypatch.undo()
         STATS.clear()
         STATS.update(saved)
     assert caught, f"the {path} check did not catch the {mutation!r} bug"

@@ -15,6 +15,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -378,7 +379,8 @@ def test_dense_candidates_from_the_index(svc) -> None:
     from conftest import add_principal
     from superchargedb.search.candidates import readable_ids
 
-    alice = svc.authenticate("Bearer aegis_sk_alice")
+    # In the groups it shares the Units with (a writer adds only groups it belongs to).
+    alice = replace(svc.authenticate("Bearer aegis_sk_alice"), groups=frozenset({"eng", "ops"}))
     units = [
         {
             "text": f"Field notes {i} on the {TOPICS[i % 4]}, entry {i}.",
@@ -419,7 +421,8 @@ def test_dense_candidates_of_one_plane_from_a_mask_over_all(svc) -> None:
     plane at the readable ids: the same ids as the catalog's scan of that plane."""
     from superchargedb.search.candidates import readable_ids
 
-    alice = svc.authenticate("Bearer aegis_sk_alice")
+    # In the groups it shares the Units with (a writer adds only groups it belongs to).
+    alice = replace(svc.authenticate("Bearer aegis_sk_alice"), groups=frozenset({"eng", "ops"}))
     units = [
         {
             "text": f"Survey frame {i} of the {TOPICS[i % 4]}.",

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from . import faults
-from .auth.acl import visible_sql
-from .errors import ForbiddenError, NotFoundError, ValidationError
+from .auth import acl
+from .auth.acl import scope_sql, visible_sql
+from .errors import ForbiddenError, GroupForbiddenError, NotFoundError, ValidationError
 from .storage import audit
 from .storage import units as units_sql
 from .types import PLANES, Principal
@@ -218,19 +219,28 @@ class DocumentsMixin:
             raise ValidationError("acl_groups must be a list of up to 64 strings")
         groups = sorted(set(groups))
         scopes = self.request_scope(principal, header_scope, query_scope)
-        vis, params = visible_sql("u", scopes, principal.name, principal.groups)
+        s_sql, s_params = scope_sql("u.scope", scopes)
         with self.catalog.write_lock(), self.catalog.write() as conn:
-            rows = conn.execute(
-                f"SELECT u.id, u.unit_id, u.scope, u.acl_owner FROM units u"
-                f" WHERE u.doc_id = ? AND {vis}",
-                (doc_id, *params),
-            ).fetchall()
+            rows = [
+                r
+                for r in conn.execute(
+                    f"SELECT u.id, u.unit_id, u.scope, u.acl_owner, u.acl_groups FROM units u"
+                    f" WHERE u.doc_id = ? AND {s_sql}",
+                    (doc_id, *s_params),
+                )
+                if acl.may_destroy(principal, r)
+            ]
             if not rows:
                 raise NotFoundError("document not found")
             # Only the owner (or an admin) re-permissions a document.
             mine = [r for r in rows if r["acl_owner"] == principal.name or principal.has("admin")]
             if not mine:
                 raise ForbiddenError("only the document's owner or an admin may change its ACL")
+            old = set().union(*(acl.unit_groups(r) for r in mine))
+            if not acl.may_add_groups(principal, old, groups):
+                raise GroupForbiddenError(
+                    "you may add only groups you belong to", groups=sorted(set(groups) - old)
+                )
             units_sql.update_acl(conn, [int(r["id"]) for r in mine], groups)
             faults.point("acl.after_update")
             units_sql.bump_generations(conn, {r["scope"] for r in mine})

@@ -5,7 +5,8 @@
     ├── ForbiddenError (403 forbidden)
     │   ├── ScopeForbiddenError (403 forbidden_scope)
     │   ├── PrivilegeEscalationError (403 privilege_escalation)
-    │   └── SelfLockoutError (403 self_lockout)
+    │   ├── SelfLockoutError (403 self_lockout)
+    │   └── GroupForbiddenError (403 forbidden_group: adding an ACL group one is not in)
     ├── PaymentError (402)
     │   ├── UpgradeRequiredError (402 upgrade_required, required_tier)
     │   └── QuotaExceededError (402 quota_exceeded, limit/used/requested)
@@ -62,6 +63,8 @@ class PrivilegeEscalationError(ForbiddenError):
 
 class SelfLockoutError(ForbiddenError):
     code = "self_lockout"
+class GroupForbiddenError(ForbiddenError):
+    code = "forbidden_group"
 
 
 class PaymentError(SCDBError):

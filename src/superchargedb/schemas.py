@@ -14,11 +14,31 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .types import MODALITY_PLANE, PLANES, Locator
 
 PlaneName = Literal["text", "visual", "audio", "doc_visual"]
+
+# A Unit that names a plane but no modality gets the plane's plain kind (docs/decisions.md).
+PLANE_MODALITY: dict[str, str] = {
+    "text": "text",
+    "visual": "image",
+    "audio": "utterance",
+    "doc_visual": "scan",
+}
+# Media types whose content is not text: ``text`` declared as one of them is refused.
+_BINARY_FAMILIES = {"image", "audio", "video", "font", "model"}
+_BINARY_TYPES = {"application/pdf", "application/octet-stream", "application/zip"}
+
+
+def is_text_mime(mime: str) -> bool:
+    m = mime.split(";", 1)[0].strip().lower()
+    return m.split("/", 1)[0] not in _BINARY_FAMILIES and m not in _BINARY_TYPES
+
+
 _Str = Annotated[str, Field(min_length=1, max_length=512)]
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=False)
+    # Strict: ``top_k: true`` or ``"10"`` is a 422, not 1 or 10 (a bool is an int to Python).
+    # Times stay lax: JSON has no datetime, so an ISO-8601 string must parse.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class TimeRangeIn(_In):
@@ -96,24 +116,32 @@ class UnitIn(_In):
     text: str | None = None
     scope: str | None = None
     doc_id: _Str | None = None
-    modality: str = "text"
+    modality: str | None = None  # omitted: the plane's default (PLANE_MODALITY), else text
     plane: PlaneName | None = None
     source_uri: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
     mime: Annotated[str, Field(min_length=1, max_length=255)] | None = None
     locator: LocatorIn | None = None
     acl_owner: _Str | None = None
     acl_groups: list[_Str] | None = Field(default=None, max_length=64)
-    captured_at: datetime | None = None  # capture time for t_bucket (DECISIONS 20)
+    # Capture time for t_bucket (DECISIONS 20).
+    captured_at: datetime | None = Field(default=None, strict=False)
 
     @field_validator("modality")
     @classmethod
-    def _modality(cls, v: str) -> str:
-        if v not in MODALITY_PLANE:
+    def _modality(cls, v: str | None) -> str | None:
+        if v is not None and v not in MODALITY_PLANE:
             raise ValueError(f"unknown modality {v!r}; choose from {sorted(MODALITY_PLANE)}")
         return v
 
     @model_validator(mode="after")
     def _plane(self) -> UnitIn:
+        if self.modality is None:
+            self.modality = PLANE_MODALITY[self.plane] if self.plane is not None else "text"
+        if self.text is not None and self.mime is not None and not is_text_mime(self.mime):
+            raise ValueError(
+                f"mime {self.mime!r} is not a text type: text is stored as text; send other"
+                " content as an object (source_uri + mime, no text)"
+            )
         implied = MODALITY_PLANE[self.modality]
         if self.plane is None:
             self.plane = implied
@@ -130,10 +158,10 @@ class IngestRequest(_In):
 
 
 class TimeFilter(_In):
-    from_: datetime | None = Field(default=None, alias="from")
-    to: datetime | None = None
+    from_: datetime | None = Field(default=None, alias="from", strict=False)
+    to: datetime | None = Field(default=None, strict=False)
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 
     def bounds_ms(self) -> tuple[int | None, int | None]:
         def ms(d: datetime | None) -> int | None:

@@ -21,8 +21,9 @@ from .answer.localize import Localizer
 from .answer.pipeline import Answerer
 from .answer.providers import ChatProvider, OpenAIChatProvider
 from .answer.verify import make_checker
+from .auth import acl
 from .auth import principals as principals_mod
-from .auth.acl import visible_sql
+from .auth.acl import scope_sql, visible_sql
 from .auth.scopes import check_scope, clamp
 from .documents import DocumentsMixin
 from .errors import (
@@ -551,17 +552,25 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
         if not principal.has("write"):
             raise ForbiddenError("the write permission is required to delete")
         with self.catalog.write_lock():
-            row = self._visible_row(principal, unit_id)
-            if row is None:
+            s_sql, s_params = scope_sql("u.scope", principal.scopes)
+            conn = self.catalog.reader()
+            row = conn.execute(
+                f"SELECT u.scope, u.doc_id, u.acl_owner, u.acl_groups, u.content_hash FROM units u"
+                f" WHERE u.unit_id = ? AND u.seq <= ? AND {s_sql}",
+                (unit_id, self.sync.applied_seq, *s_params),
+            ).fetchone()
+            # What the caller may not destroy answers exactly as an id that does not exist.
+            if row is None or not acl.may_destroy(principal, row):
                 raise NotFoundError("unit not found")
             # Chunks of one submitted Unit live and die together.
             siblings = [
-                int(r[0])
-                for r in self.catalog.reader().execute(
-                    "SELECT id FROM units WHERE scope = ? AND doc_id = ? AND acl_owner = ?"
-                    " AND content_hash = ?",
+                int(r["id"])
+                for r in conn.execute(
+                    "SELECT id, scope, acl_owner, acl_groups FROM units WHERE scope = ?"
+                    " AND doc_id = ? AND acl_owner = ? AND content_hash = ?",
                     (row["scope"], row["doc_id"], row["acl_owner"], row["content_hash"]),
                 )
+                if acl.may_destroy(principal, r)
             ]
             gone = self._delete(principal, siblings, "delete_unit")
         return {"deleted": len(gone), "unit_ids": [r["unit_id"] for r in gone]}
@@ -569,16 +578,21 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
     def delete_doc(
         self, principal: Principal, doc_id: str, header_scope: str | None, query_scope: str | None
     ) -> dict[str, Any]:
+        """Delete the document's Units the caller may destroy (DECISIONS: a delete acts on what
+        the caller may destroy); 404 when that is none, the same as for a doc_id nobody has."""
         if not principal.has("write"):
             raise ForbiddenError("the write permission is required to delete")
         scopes = self.request_scope(principal, header_scope, query_scope)
         with self.catalog.write_lock():
-            vis, params = visible_sql("u", scopes, principal.name, principal.groups)
+            s_sql, s_params = scope_sql("u.scope", scopes)
             ids = [
-                int(r[0])
+                int(r["id"])
                 for r in self.catalog.reader().execute(
-                    f"SELECT u.id FROM units u WHERE u.doc_id = ? AND {vis}", (doc_id, *params)
+                    f"SELECT u.id, u.scope, u.acl_owner, u.acl_groups FROM units u"
+                    f" WHERE u.doc_id = ? AND {s_sql}",
+                    (doc_id, *s_params),
                 )
+                if acl.may_destroy(principal, r)
             ]
             if not ids:
                 raise NotFoundError("document not found")

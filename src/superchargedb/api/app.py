@@ -13,7 +13,7 @@ from pathlib import PurePath
 from typing import Any
 
 import orjson
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
@@ -21,7 +21,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..admission import Admission
-from ..auth.scopes import SCOPE_PATTERN
 from ..errors import AuthError, InsufficientStorageError, SCDBError
 from ..ratelimit import limited
 from ..schemas import AegisQuery, IngestRequest
@@ -34,6 +33,7 @@ from .routes_admin import register_admin
 from .routes_docs import register_docs
 from .routes_objects import register_objects
 from .routes_stats import register_stats
+from .scoping import narrowed, request_scope
 
 log = logging.getLogger("superchargedb.api")
 access = logging.getLogger("superchargedb.access")
@@ -247,11 +247,11 @@ def create_app(svc: Service) -> FastAPI:
     async def ingest(
         request: Request,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Depends(request_scope),
     ) -> Any:
         body = await body_of(request)
         # A Response skips FastAPI's jsonable_encoder walk over every value (orjson does it all).
-        return OrjsonResponse(await run_in_threadpool(svc.ingest, p, body, x_aegis_scope))
+        return OrjsonResponse(await run_in_threadpool(svc.ingest, p, body, scope))
 
     @app.post(
         "/v1/search",
@@ -262,11 +262,10 @@ def create_app(svc: Service) -> FastAPI:
     async def search(
         request: Request,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
-        scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Depends(request_scope),
     ) -> Any:
         body = await body_of(request)
-        return OrjsonResponse(await run_in_threadpool(svc.search, p, body, x_aegis_scope, scope))
+        return OrjsonResponse(await run_in_threadpool(svc.search, p, body, scope, None))
 
     @app.post(
         "/v1/answer",
@@ -305,18 +304,15 @@ def create_app(svc: Service) -> FastAPI:
     async def answer(
         request: Request,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
-        scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Depends(request_scope),
     ) -> Any:
         body = await body_of(request)
         stream = isinstance(body, dict) and body.get("stream") is True
         if not stream:
-            return OrjsonResponse(
-                await run_in_threadpool(svc.answer, p, body, x_aegis_scope, scope)
-            )
+            return OrjsonResponse(await run_in_threadpool(svc.answer, p, body, scope, None))
         # Everything that can fail with a status (401/402/403/422) and the refusal gate is
         # decided before the first byte (DECISIONS 37).
-        final = await run_in_threadpool(svc.answer, p, body, x_aegis_scope, scope)
+        final = await run_in_threadpool(svc.answer, p, body, scope, None)
 
         async def events() -> AsyncIterator[bytes]:
             try:
@@ -334,8 +330,12 @@ def create_app(svc: Service) -> FastAPI:
         tags=["units"],
         responses=ERROR_RESPONSES.subset(401, 403, 404, 422),
     )
-    async def get_unit(unit_id: str, p: Principal = Depends(principal)) -> Any:
-        return await run_in_threadpool(svc.get_unit, p, unit_id)
+    async def get_unit(
+        unit_id: str,
+        p: Principal = Depends(principal),
+        scope: str | None = Depends(request_scope),
+    ) -> Any:
+        return await run_in_threadpool(svc.get_unit, narrowed(svc, p, scope), unit_id)
 
     @app.get(
         "/v1/units/{unit_id}/preview",
@@ -346,8 +346,12 @@ def create_app(svc: Service) -> FastAPI:
         },
         response_class=Response,
     )
-    async def unit_preview(unit_id: str, p: Principal = Depends(principal)) -> Response:
-        png = await run_in_threadpool(svc.unit_preview, p, unit_id)
+    async def unit_preview(
+        unit_id: str,
+        p: Principal = Depends(principal),
+        scope: str | None = Depends(request_scope),
+    ) -> Response:
+        png = await run_in_threadpool(svc.unit_preview, narrowed(svc, p, scope), unit_id)
         return Response(png, media_type="image/png")
 
     @app.delete(
@@ -355,8 +359,12 @@ def create_app(svc: Service) -> FastAPI:
         tags=["units"],
         responses=ERROR_RESPONSES.subset(401, 403, 404, 422),
     )
-    async def delete_unit(unit_id: str, p: Principal = Depends(principal)) -> Any:
-        return await run_in_threadpool(svc.delete_unit, p, unit_id)
+    async def delete_unit(
+        unit_id: str,
+        p: Principal = Depends(principal),
+        scope: str | None = Depends(request_scope),
+    ) -> Any:
+        return await run_in_threadpool(svc.delete_unit, narrowed(svc, p, scope), unit_id)
 
     @app.delete(
         "/v1/docs/{doc_id:path}",
@@ -366,10 +374,9 @@ def create_app(svc: Service) -> FastAPI:
     async def delete_doc(
         doc_id: str,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
-        scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Depends(request_scope),
     ) -> Any:
-        return await run_in_threadpool(svc.delete_doc, p, doc_id, x_aegis_scope, scope)
+        return await run_in_threadpool(svc.delete_doc, p, doc_id, scope, None)
 
     register_admin(app, svc, principal, body_of)
     register_docs(app, svc, principal, body_of)

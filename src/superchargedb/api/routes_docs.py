@@ -6,14 +6,14 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from ..auth.scopes import SCOPE_PATTERN
 from ..errors import ValidationError
 from ..service import Service
 from ..types import Principal
 from .openapi import ERROR_RESPONSES
+from .scoping import request_scope
 
 PrincipalDep = Callable[..., Awaitable[Principal]]
 BodyOf = Callable[[Request], Awaitable[Any]]
@@ -37,8 +37,7 @@ def register_docs(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: 
     @app.get("/v1/docs", tags=["docs"], responses=read_errs)
     async def list_docs(
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
-        scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Depends(request_scope),
         cursor: str | None = Query(default=None, max_length=512),
         limit: int | None = Query(default=None),
         plane: str | None = Query(default=None),
@@ -49,8 +48,8 @@ def register_docs(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: 
         return await run_in_threadpool(
             lambda: svc.list_docs(
                 p,
-                x_aegis_scope,
                 scope,
+                None,
                 cursor=cursor,
                 limit=limit,
                 plane=plane,
@@ -63,8 +62,7 @@ def register_docs(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: 
     @app.get("/v1/units", tags=["units"], responses=read_errs)
     async def list_units(
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
-        scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Depends(request_scope),
         doc_id: str | None = Query(default=None, max_length=512),
         cursor: str | None = Query(default=None, max_length=512),
         limit: int | None = Query(default=None),
@@ -76,8 +74,8 @@ def register_docs(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: 
         return await run_in_threadpool(
             lambda: svc.list_units(
                 p,
-                x_aegis_scope,
                 scope,
+                None,
                 doc_id=doc_id,
                 cursor=cursor,
                 limit=limit,
@@ -93,11 +91,10 @@ def register_docs(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: 
         doc_id: str,
         request: Request,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
-        scope: str | None = Query(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Depends(request_scope),
     ) -> Any:
         body = await body_of(request)
-        return await run_in_threadpool(svc.patch_doc, p, doc_id, body, x_aegis_scope, scope)
+        return await run_in_threadpool(svc.patch_doc, p, doc_id, body, scope, None)
 
     @app.put(
         "/v1/docs/{doc_id:path}",
@@ -108,10 +105,10 @@ def register_docs(app: FastAPI, svc: Service, principal: PrincipalDep, body_of: 
         doc_id: str,
         request: Request,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Depends(request_scope),
     ) -> Any:
         body = await body_of(request)
-        return await run_in_threadpool(svc.put_doc, p, doc_id, body, x_aegis_scope)
+        return await run_in_threadpool(svc.put_doc, p, doc_id, body, scope)
 
     @app.get("/v1/usage", tags=["usage"], responses=ERROR_RESPONSES.subset(401, 403, 422))
     async def usage(

@@ -11,12 +11,12 @@ from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
-from ..auth.scopes import SCOPE_PATTERN
 from ..errors import PayloadTooLargeError
 from ..service import Service
 from ..storage.objects import INLINE_TYPES, parse_range
 from ..types import Principal
 from .openapi import ERROR_RESPONSES
+from .scoping import narrowed, request_scope
 
 PrincipalDep = Callable[..., Awaitable[Principal]]
 
@@ -52,7 +52,7 @@ def register_objects(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
         key: str,
         request: Request,
         p: Principal = Depends(principal),
-        x_aegis_scope: str | None = Header(default=None, pattern=SCOPE_PATTERN),
+        scope: str | None = Depends(request_scope),
         content_type: str | None = Header(default=None),
         if_match: str | None = Header(default=None),
         acl_groups: str | None = Query(default=None, max_length=2048),
@@ -77,7 +77,7 @@ def register_objects(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
                     yield data
 
             return await run_in_threadpool(
-                svc.put_object, p, key, chunks(), content_type, x_aegis_scope, groups, if_match
+                svc.put_object, p, key, chunks(), content_type, scope, groups, if_match
             )
 
     @app.get(
@@ -92,10 +92,11 @@ def register_objects(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
     async def get_object(
         key: str,
         p: Principal = Depends(principal),
+        scope: str | None = Depends(request_scope),
         range_: str | None = Header(default=None, alias="Range"),
         if_none_match: str | None = Header(default=None),
     ) -> Response:
-        row = await run_in_threadpool(svc.object_for_read, p, key)
+        row = await run_in_threadpool(svc.object_for_read, narrowed(svc, p, scope), key)
         size = int(row["size"])
         etag = f'"{row["sha256"]}"'
         ctype = row["content_type"]

@@ -17,9 +17,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from .. import faults
+from ..auth import acl
 from ..auth.scopes import check_scope, within_any
 from ..errors import (
     ForbiddenError,
+    GroupForbiddenError,
+    NotFoundError,
     PayloadTooLargeError,
     QuotaExceededError,
     SCDBError,
@@ -31,7 +34,7 @@ from ..storage import units as units_sql
 from ..types import TIER_PLANES, TIERS, Principal
 from . import objects_in
 from .chunking import chunk_text
-from .prepare import Prepared, chunk_prepared, error_result, prepare_unit
+from .prepare import Prepared, chunk_prepared, declared_plane, error_result, prepare_unit
 
 if TYPE_CHECKING:
     from ..service import Service
@@ -70,6 +73,17 @@ class Ingestor:
                 f"batch of {len(units)} units exceeds the limit of {s.max_batch_units}",
                 limit=s.max_batch_units,
             )
+        # Tier plane gate on what each Unit asks for, before per-Unit validation: a batch that
+        # names a plane its tier lacks is a 402 even when a Unit of it is malformed otherwise.
+        allowed = TIER_PLANES.get(principal.tier, ())
+        for raw in units:
+            asked = declared_plane(raw)
+            if asked is not None and asked not in allowed:
+                raise UpgradeRequiredError(
+                    f"the {principal.tier} tier cannot ingest into the {asked} plane",
+                    required_tier=required_tier(asked),
+                    plane=asked,
+                )
         target = header_scope or principal.active_scope
         results: list[dict[str, Any] | None] = [None] * len(units)
         prepared: list[Prepared] = []
@@ -92,9 +106,8 @@ class Ingestor:
                 continue
             if media_info is not None:
                 media[p.index] = media_info
-        # Tier plane gate: the whole batch fails before anything is stored (seed 002), on the
-        # planes the derivation of each Unit's content will produce (DECISIONS 9).
-        allowed = TIER_PLANES.get(principal.tier, ())
+        # Again on the planes the derivation of each Unit's content will produce (DECISIONS 9):
+        # the whole batch fails before anything is stored (seed 002).
         for p in prepared:
             for plane in media[p.index][1] if p.index in media else (p.plane,):
                 if plane not in allowed:
@@ -108,6 +121,12 @@ class Ingestor:
         self._chunk_and_embed(self._skip_known(texts))
         with self.svc.catalog.write_lock():
             with self.svc.catalog.write() as conn:
+                refused = self._admit(conn, principal, prepared)
+                for i, why in refused.items():
+                    results[i] = error_result(why)
+                prepared = [p for p in prepared if p.index not in refused]
+                texts = [p for p in texts if p.index not in refused]
+                jobs = [p for p in jobs if p.index not in refused]
                 self._check_quota(conn, principal, prepared)
                 faults.point("ingest.quota.after_check")
                 outcomes = self._write(conn, principal, texts, mode, check_quota=False)
@@ -128,6 +147,48 @@ class Ingestor:
         for p, job in zip(jobs, queued, strict=True):
             results[p.index] = job
         return {"ingested": ingested, "results": results}
+
+    def _admit(
+        self, conn: sqlite3.Connection, principal: Principal, prepared: list[Prepared]
+    ) -> dict[int, SCDBError]:
+        """Per-Unit refusals of the ACL rules, read in the batch's own transaction.
+
+        A Unit joins the document (scope, doc_id, acl_owner) as the caller may destroy it
+        (``acl.may_destroy``); the rest of that document is invisible to the caller and left as
+        it is, so the answer is the one a fresh document would get. Its groups may add only
+        groups the caller is in (``acl.may_add_groups``) to those that document already has.
+        """
+        refused: dict[int, SCDBError] = {}
+        # Per document: the groups of its Units the caller may destroy, and the content
+        # hashes of those it may not.
+        docs: dict[tuple[str, str, str], tuple[set[str], set[str]]] = {}
+        for p in prepared:
+            key = (p.scope, p.doc_id, p.acl_owner)
+            if key not in docs:
+                groups: set[str] = set()
+                foreign: set[str] = set()
+                for r in conn.execute(
+                    "SELECT scope, acl_owner, acl_groups, content_hash FROM units"
+                    " WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
+                    key,
+                ):
+                    if acl.may_destroy(principal, r):
+                        groups |= acl.unit_groups(r)
+                    else:
+                        foreign.add(r["content_hash"])
+                docs[key] = (groups, foreign)
+            old, foreign = docs[key]
+            if p.content_hash in foreign:
+                # The very content is stored where the caller may not touch it (docs/decisions.md
+                # "Destroying what one cannot read").
+                refused[p.index] = NotFoundError("document not found")
+                continue
+            if not acl.may_add_groups(principal, old, p.acl_groups):
+                added = sorted(set(p.acl_groups) - old - principal.groups)
+                refused[p.index] = GroupForbiddenError(
+                    "you may add only groups you belong to", groups=added
+                )
+        return refused
 
     def _resolve_object(
         self, principal: Principal, p: Prepared, raw: Any
@@ -157,11 +218,13 @@ class Ingestor:
                 ids = json.loads(prior["result"] or "{}").get("unit_ids", [])
                 if json.loads(prior["acl_groups"]) != p.acl_groups and ids:
                     rows = [
-                        int(r[0])
+                        int(r["id"])
                         for r in conn.execute(
-                            "SELECT id FROM units WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
+                            "SELECT id, scope, acl_owner, acl_groups FROM units"
+                            " WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
                             (p.scope, p.doc_id, p.acl_owner),
                         )
+                        if acl.may_destroy(principal, r)
                     ]
                     units_sql.update_acl(conn, rows, p.acl_groups)
                     conn.execute(
@@ -269,7 +332,10 @@ class Ingestor:
             if existing:
                 ids = [int(r["id"]) for r in existing]
                 status = "unchanged"
-                if json.loads(existing[0]["acl_groups"]) != p.acl_groups:
+                held = {"scope": p.scope, "acl_owner": p.acl_owner, **dict(existing[0])}
+                if json.loads(existing[0]["acl_groups"]) != p.acl_groups and acl.may_destroy(
+                    principal, held
+                ):
                     units_sql.update_acl(conn, ids, p.acl_groups)
                     status = "updated"
                     touched_scopes.add(p.scope)
@@ -321,13 +387,15 @@ class Ingestor:
         removed: list[str] = []
         if mode == "replace":
             for (scope, doc_id, owner), keep in kept.items():
+                # Only what the caller may destroy is replaced (_admit).
                 stale = [
-                    int(r[0])
+                    int(r["id"])
                     for r in conn.execute(
-                        "SELECT id FROM units WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
+                        "SELECT id, scope, acl_owner, acl_groups FROM units"
+                        " WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
                         (scope, doc_id, owner),
                     )
-                    if int(r[0]) not in keep
+                    if int(r["id"]) not in keep and acl.may_destroy(principal, r)
                 ]
                 if stale:
                     removed += [r["unit_id"] for r in units_sql.delete_rows(conn, stale)]

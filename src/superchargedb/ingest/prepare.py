@@ -17,7 +17,7 @@ from pydantic import ValidationError as PydanticValidationError
 from ..auth.scopes import is_valid_scope, scope_within, within_any
 from ..errors import SCDBError, ScopeForbiddenError, ValidationError
 from ..schemas import UnitIn, locator_from_in
-from ..types import Locator, Principal
+from ..types import MODALITY_PLANE, PLANES, Locator, Principal
 from .chunking import Chunk, chunk_text
 
 
@@ -103,8 +103,10 @@ def prepare_unit(
         text = ""
     else:
         text = u.text
-        if not text.strip():
-            raise ValidationError("text is empty", field="text")
+        if not has_content(text):
+            raise ValidationError(
+                "text is empty (only whitespace, NUL or other invisible characters)", field="text"
+            )
     if len(text) > max_text_chars:
         raise ValidationError(
             f"text longer than the limit of {max_text_chars} characters", field="text"
@@ -134,7 +136,7 @@ def prepare_unit(
         index=index,
         scope=scope,
         doc_id=doc_id,
-        modality=u.modality,
+        modality=str(u.modality),
         plane=str(u.plane),
         source_uri=source_uri,
         mime=u.mime,
@@ -147,6 +149,25 @@ def prepare_unit(
         object_key=object_key,
         captured_at=captured,
     )
+
+
+def has_content(text: str) -> bool:
+    """Whether ``text`` holds anything visible: NULs and other control or format characters
+    (zero-width spaces) embed and index as nothing, so such a Unit could never be found."""
+    return any(ch.isprintable() and not ch.isspace() for ch in text)
+
+
+def declared_plane(raw: Any) -> str | None:
+    """The plane a raw Unit asks for (its ``plane``, else its ``modality``'s), read before it
+    is validated so that the tier gate decides first; None when it names neither."""
+    if not isinstance(raw, dict):
+        return None
+    plane, modality = raw.get("plane"), raw.get("modality")
+    if isinstance(plane, str) and plane in PLANES:
+        return plane
+    if isinstance(modality, str) and modality in MODALITY_PLANE:
+        return MODALITY_PLANE[modality]
+    return None
 
 
 def title_line(text: str) -> str:
@@ -185,4 +206,11 @@ def error_result(exc: SCDBError) -> dict[str, Any]:
     return {"ok": False, "error": exc.to_dict()}
 
 
-__all__ = ["Prepared", "prepare_unit", "chunk_prepared", "chunk_text", "error_result"]
+__all__ = [
+    "Prepared",
+    "prepare_unit",
+    "chunk_prepared",
+    "chunk_text",
+    "declared_plane",
+    "error_result",
+]
