@@ -9,6 +9,7 @@
     │   └── QuotaExceededError (402 quota_exceeded, limit/used/requested)
     ├── NotFoundError (404 not_found)
     ├── ConflictError (409 conflict)
+    │   └── ObjectInUseError (409 object_in_use, doc_ids: the caller-readable referrers)
     ├── PayloadTooLargeError (413 payload_too_large)
     ├── ValidationError (422 validation_error)
     ├── RateLimitedError (429 rate_limited)
@@ -72,6 +73,10 @@ class NotFoundError(SCDBError):
 class ConflictError(SCDBError):
     code = "conflict"
     http_status = 409
+
+
+class ObjectInUseError(ConflictError):
+    code = "object_in_use"
 
 
 class PayloadTooLargeError(SCDBError):

@@ -103,6 +103,7 @@ class Ingestor:
                         required_tier=required_tier(plane),
                         plane=plane,
                     )
+        self.svc.check_media_caps(principal, {pl for _, planes in media.values() for pl in planes})
         texts = [p for p in prepared if p.index not in media]
         jobs = [p for p in prepared if p.index in media]
         self._chunk_and_embed(self._skip_known(texts))
@@ -302,6 +303,7 @@ class Ingestor:
                     "created_by": principal.name,
                     "model_id": self.svc.embedder.model_id,
                     "object_key": p.object_key,
+                    "object_sha": p.object_sha,
                 }
                 ids.append(units_sql.insert_unit(conn, row, vec))
                 uids.append(uid)
