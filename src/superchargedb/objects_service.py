@@ -131,7 +131,7 @@ class ObjectsMixin:
                             scope,
                             json.dumps(groups),
                             principal.name,
-                            now_ms(),
+                            self._next_stamp(conn, key),
                         ),
                     )
                     faults.point("objects.put.after_row")
@@ -156,6 +156,13 @@ class ObjectsMixin:
             "etag": f'"{staged.sha256}"',
             "scope": scope,
         }
+
+    @staticmethod
+    def _next_stamp(conn: Any, key: str) -> int:
+        """Now, but later than every write at ``key`` so far: "the newest object" a read
+        resolves to is always the last one written, even within one millisecond."""
+        last = conn.execute("SELECT MAX(created_at) FROM objects WHERE key = ?", (key,)).fetchone()
+        return max(now_ms(), int(last[0] or 0) + 1)
 
     @staticmethod
     def _check_if_match(existing: Any, if_match: str | None) -> None:
