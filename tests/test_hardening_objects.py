@@ -19,6 +19,7 @@ from superchargedb.service import Service
 from superchargedb.settings import Settings
 
 FREE_CAP = 50_000
+FREE_PAGES = 2
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,10 @@ def server(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[
     from superchargedb.demo import seed_principals
 
     svc = make_service(
-        tmp_path_factory.mktemp("objects") / "data", embedder, free_object_bytes=FREE_CAP
+        tmp_path_factory.mktemp("objects") / "data",
+        embedder,
+        free_object_bytes=FREE_CAP,
+        free_media_pages=FREE_PAGES,
     )
     seed_principals(svc)
     keys = {
@@ -38,6 +42,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[
         "mallory": add_principal(svc, "mallory", perms=["read", "write"], scopes=["acme/alpha"]),
         "frank": add_principal(
             svc, "frank", perms=["read", "write"], tier="free", scopes=["acme/alpha/frank"]
+        ),
+        "fiona": add_principal(
+            svc, "fiona", perms=["read", "write"], tier="free", scopes=["acme/alpha/fiona"]
         ),
     }
     with LiveServer(svc) as live:
@@ -298,3 +305,47 @@ def test_head_answers_like_get_without_the_body(server, http):
 def stable(headers: httpx.Headers) -> dict[str, str]:
     """Response headers less the per-response ones (date, request id)."""
     return {k: v for k, v in headers.items() if k not in ("date", "x-request-id")}
+
+
+def test_pages_cap_and_units_keep_their_blob_for_previews(server, http):
+    from test_media_ingest import make_pdf, wait_job
+
+    _, _, who = server
+    fiona = who["fiona"]
+    pdf = make_pdf()  # two pages
+    key = "acme/alpha/fiona/runbook.pdf"
+    h = {**fiona, "Content-Type": "application/pdf"}
+    assert http.put(f"/v1/objects/{key}", headers=h, content=pdf).status_code == 201
+    r = http.post(
+        "/v1/ingest",
+        headers=fiona,
+        json={"units": [{"source_uri": key, "mime": "application/pdf"}]},
+    )
+    job = wait_job(http, fiona, r.json()["results"][0]["job_id"])
+    assert job["state"] == "done", job
+    assert http.get("/v1/usage", headers=fiona).json()["media_pages"] == {
+        "used": 2,
+        "cap": FREE_PAGES,
+    }
+    # The allowance is used up: the next object ingest is refused as a whole, nothing queued.
+    key2 = "acme/alpha/fiona/second.pdf"
+    assert http.put(f"/v1/objects/{key2}", headers=h, content=pdf + b"\n").status_code == 201
+    r = http.post(
+        "/v1/ingest",
+        headers=fiona,
+        json={"units": [{"source_uri": key2, "mime": "application/pdf"}]},
+    )
+    assert r.status_code == 402 and r.json()["error"]["code"] == "quota_exceeded", r.text
+    assert [j["job_id"] for j in http.get("/v1/jobs", headers=fiona).json()["jobs"]] == [
+        job["job_id"]
+    ]
+    # Replacing the object does not change what its Units were derived from: still a preview.
+    uid = job["unit_ids"][0]
+    r = http.put(
+        f"/v1/objects/{key}",
+        headers={**fiona, "Content-Type": "text/plain", "If-Match": etag(pdf)},
+        content=b"no longer a PDF",
+    )
+    assert r.status_code == 201, r.text
+    p = http.get(f"/v1/units/{uid}/preview", headers=fiona)
+    assert p.status_code == 200 and p.content.startswith(b"\x89PNG"), p.text[:200]
