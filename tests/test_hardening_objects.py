@@ -349,3 +349,45 @@ def test_pages_cap_and_units_keep_their_blob_for_previews(server, http):
     assert r.status_code == 201, r.text
     p = http.get(f"/v1/units/{uid}/preview", headers=fiona)
     assert p.status_code == 200 and p.content.startswith(b"\x89PNG"), p.text[:200]
+
+
+def test_an_ingest_racing_the_delete_of_its_object_stores_nothing(server, http, monkeypatch):
+    svc, live, _ = server
+    key = "acme/alpha/backend/deleted-mid-ingest.txt"
+    body = b"A note whose object is deleted while it is being ingested."
+    assert put(http, key, body, ALICE).status_code == 201
+    resolved, go = threading.Event(), threading.Event()
+    real = svc.ingestor._chunk_and_embed
+
+    def embed(prepared: Any) -> None:  # after the object was resolved, before the write lock
+        resolved.set()
+        assert go.wait(30)
+        real(prepared)
+
+    monkeypatch.setattr(svc.ingestor, "_chunk_and_embed", embed)
+    result: dict[str, Any] = {}
+
+    def concurrent_ingest() -> None:
+        with httpx.Client(base_url=live.url, timeout=60) as c:
+            result["r"] = c.post(
+                "/v1/ingest",
+                headers=ALICE,
+                json={"units": [{"source_uri": key, "mime": "text/plain", "doc_id": "racing"}]},
+            )
+
+    t = threading.Thread(target=concurrent_ingest)
+    t.start()
+    assert resolved.wait(30)
+    monkeypatch.setattr(svc.ingestor, "_chunk_and_embed", real)
+    r = http.delete(f"/v1/objects/{key}", headers=ALICE)
+    assert r.status_code == 200 and r.json()["blob_collected"] is True, r.text
+    go.set()
+    t.join(60)
+    assert result["r"].status_code == 409, result["r"].text
+    n = (
+        svc.catalog.reader()
+        .execute("SELECT COUNT(*) FROM units WHERE doc_id = 'racing'")
+        .fetchone()[0]
+    )
+    assert n == 0
+    assert svc.doctor()["objects"]["missing_blobs"] == []

@@ -303,6 +303,21 @@ class ObjectsMixin:
             .fetchall()
         )
 
+    def check_blobs_kept(self, prepared: Iterable[Any]) -> None:
+        """Under the write lock, before Units citing a blob are stored: the blob is still there.
+
+        The collector runs under the same lock, so a blob seen here stays until these Units
+        (or the job pinning it) commit; one collected since the object was resolved fails the
+        request as a whole instead of storing Units that cite missing bytes.
+        """
+        for p in prepared:
+            sha = getattr(p, "object_sha", None)
+            if sha and not self.blobs.exists(sha):
+                raise ConflictError(
+                    f"the object {p.object_key} was deleted while this request ran;"
+                    " nothing was stored"
+                )
+
     def object_usage(self, principal: Principal) -> dict[str, Any]:
         """The caller's stored objects, pages and media minutes against its tier's caps."""
         used = object_usage(self.catalog.reader(), principal.name)

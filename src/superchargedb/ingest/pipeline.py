@@ -109,6 +109,7 @@ class Ingestor:
         self._chunk_and_embed(self._skip_known(texts))
         with self.svc.catalog.write_lock():
             with self.svc.catalog.write() as conn:
+                self.svc.check_blobs_kept(prepared)
                 self._check_quota(conn, principal, prepared)
                 faults.point("ingest.quota.after_check")
                 outcomes = self._write(conn, principal, texts, mode, check_quota=False)
