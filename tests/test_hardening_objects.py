@@ -391,3 +391,48 @@ def test_an_ingest_racing_the_delete_of_its_object_stores_nothing(server, http, 
     )
     assert n == 0
     assert svc.doctor()["objects"]["missing_blobs"] == []
+
+
+def test_migration_keeps_existing_objects_and_pins_their_units(tmp_path):
+    import sqlite3
+
+    from superchargedb.storage import migrations as m
+
+    conn = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    before = m.MIGRATIONS[: [n for n, _ in m.MIGRATIONS].index("m006_object_owner")]
+    for _, sql in before:
+        for stmt in m._statements(sql):
+            conn.execute(stmt)
+    conn.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER)")
+    conn.executemany("INSERT INTO schema_migrations VALUES (?, 0)", [(n,) for n, _ in before])
+    conn.execute(
+        "INSERT INTO objects VALUES ('acme/alpha/x.txt', ?, 3, 'text/plain', 'acme/alpha',"
+        " 'alice', '[]', 'alice', 1)",
+        ("ab" * 32,),
+    )
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(units)")}
+    assert "object_sha" not in cols
+    conn.execute(
+        "INSERT INTO units(unit_id, scope, doc_id, modality, plane, source_uri, mime, text,"
+        " acl_owner, acl_groups, acl, content_hash, chunk_idx, n_chunks, created_at,"
+        " event_at, t_bucket, created_by, model_id, embedding, seq, object_key) VALUES"
+        " ('u1', 'acme/alpha', 'd', 'text', 'text', 'acme/alpha/x.txt', 'text/plain',"
+        " 'abc', 'alice', '[]', '', 'h', 0, 1, 1, 1, 0, 'alice', 'm', x'', 1,"
+        " 'acme/alpha/x.txt')"
+    )
+    assert m.migrate(conn) == [
+        "m006_object_owner",
+        *[n for n, _ in m.MIGRATIONS][len(before) + 1 :],
+    ]
+    row = conn.execute("SELECT * FROM objects").fetchone()
+    assert (row["key"], row["acl_owner"], row["sha256"]) == ("acme/alpha/x.txt", "alice", "ab" * 32)
+    unit = conn.execute("SELECT object_sha FROM units WHERE unit_id = 'u1'").fetchone()
+    assert unit[0] == "ab" * 32
+    # The same key by another owner is a second object, not a conflict.
+    conn.execute(
+        "INSERT INTO objects(key, acl_owner, sha256, size, content_type, scope, acl_groups,"
+        " created_by, created_at) VALUES ('acme/alpha/x.txt', 'mallory', ?, 1, 'text/plain',"
+        " 'acme/alpha', '[]', 'mallory', 2)",
+        ("cd" * 32,),
+    )
