@@ -34,6 +34,7 @@ from .errors import (
 )
 from .ingest.pipeline import Ingestor, required_tier
 from .ingest.prepare import pydantic_message
+from .jobs_view import JobsMixin
 from .metering import Meter
 from .metrics import Metrics
 from .models.embedder import Embedder, make_embedder
@@ -61,7 +62,7 @@ from .types import PLANES, TIER_PLANES, Locator, Principal, Trace
 log = logging.getLogger(__name__)
 
 
-class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
+class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.settings = settings
         data = Path(settings.data_dir)
