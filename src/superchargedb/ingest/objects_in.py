@@ -18,7 +18,7 @@ import orjson
 from ..errors import ValidationError
 from ..types import MODALITY_PLANE
 from .derive import sniff
-from .prepare import Prepared
+from .prepare import Prepared, has_content
 
 DOC_MODALITIES = {"scan", "pdf_page", "table", "figure"}
 TEXT_SUFFIX_MODALITY = {
@@ -126,7 +126,7 @@ def resolve(
             text = blob.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
             raise ValidationError("text object is not valid UTF-8", field="source_uri") from None
-        if not text.strip():
+        if not has_content(text):
             raise ValidationError("text object is empty", field="source_uri")
         p.text = text
         if MODALITY_PLANE.get(modality) != "text":

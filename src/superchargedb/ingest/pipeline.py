@@ -116,6 +116,7 @@ class Ingestor:
                         required_tier=required_tier(plane),
                         plane=plane,
                     )
+        self.svc.check_media_caps(principal, {pl for _, planes in media.values() for pl in planes})
         texts = [p for p in prepared if p.index not in media]
         jobs = [p for p in prepared if p.index in media]
         self._chunk_and_embed(self._skip_known(texts))
@@ -127,6 +128,7 @@ class Ingestor:
                 prepared = [p for p in prepared if p.index not in refused]
                 texts = [p for p in texts if p.index not in refused]
                 jobs = [p for p in jobs if p.index not in refused]
+                self.svc.check_blobs_kept(prepared)
                 self._check_quota(conn, principal, prepared)
                 faults.point("ingest.quota.after_check")
                 outcomes = self._write(conn, principal, texts, mode, check_quota=False)
@@ -371,6 +373,7 @@ class Ingestor:
                     "created_by": principal.name,
                     "model_id": self.svc.embedder.model_id,
                     "object_key": p.object_key,
+                    "object_sha": p.object_sha,
                 }
                 ids.append(units_sql.insert_unit(conn, row, vec))
                 uids.append(uid)

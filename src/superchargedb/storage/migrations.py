@@ -217,6 +217,37 @@ M006_KEY_ISSUER = """
 ALTER TABLE api_keys ADD COLUMN issued_by TEXT;
 """
 
+# An object is identified by (key, owner), as a document is by (scope, doc_id, owner): another
+# principal writing at a key makes its own object there and never replaces, blocks or reveals
+# the owner's. A Unit keeps the blob it was derived from (object_sha), so replacing or deleting
+# its object does not change what it cites, and blobs are collected by counting these rows.
+M007_OBJECT_OWNER = """
+CREATE TABLE objects_owned (
+  key TEXT NOT NULL,
+  acl_owner TEXT NOT NULL,
+  sha256 TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  content_type TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  acl_groups TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (key, acl_owner)
+);
+INSERT INTO objects_owned(key, acl_owner, sha256, size, content_type, scope, acl_groups,
+  created_by, created_at)
+  SELECT key, acl_owner, sha256, size, content_type, scope, acl_groups, created_by, created_at
+  FROM objects;
+DROP TABLE objects;
+ALTER TABLE objects_owned RENAME TO objects;
+CREATE INDEX objects_sha ON objects(sha256);
+CREATE INDEX objects_owner ON objects(acl_owner);
+ALTER TABLE units ADD COLUMN object_sha TEXT;
+UPDATE units SET object_sha = (SELECT o.sha256 FROM objects o WHERE o.key = units.object_key)
+  WHERE object_key IS NOT NULL;
+CREATE INDEX units_object_sha ON units(object_sha);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_usage", M002_USAGE),
@@ -224,6 +255,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m004_chunk_context", M004_CHUNK_CONTEXT),
     ("m005_job_lease_owner", M005_JOB_LEASE_OWNER),
     ("m006_key_issuer", M006_KEY_ISSUER),
+    ("m007_object_owner", M007_OBJECT_OWNER),
 ]
 
 

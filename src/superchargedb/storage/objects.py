@@ -7,6 +7,7 @@ and renamed, so a crash never leaves a partial blob under its final name.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -15,6 +16,7 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -63,6 +65,15 @@ class FileBlobStore:
 
     def put(self, chunks: Iterable[bytes], max_bytes: int) -> tuple[str, int]:
         """Stream ``chunks`` into the store; returns ``(sha256, size)``."""
+        staged = self.stage(chunks, max_bytes)
+        try:
+            self.commit(staged)
+        finally:
+            self.discard(staged)
+        return staged.sha256, staged.size
+
+    def stage(self, chunks: Iterable[bytes], max_bytes: int | None) -> Staged:
+        """Write ``chunks`` to a fsynced temp file and hash them; nothing is visible yet."""
         h = hashlib.sha256()
         size = 0
         fd, tmp = tempfile.mkstemp(dir=self.root / "tmp")
@@ -70,7 +81,7 @@ class FileBlobStore:
             with os.fdopen(fd, "wb") as f:
                 for chunk in chunks:
                     size += len(chunk)
-                    if size > max_bytes:
+                    if max_bytes is not None and size > max_bytes:
                         raise PayloadTooLargeError(
                             f"object exceeds the limit of {max_bytes} bytes", limit=max_bytes
                         )
@@ -80,24 +91,55 @@ class FileBlobStore:
                 faults.point("objects.blob.after_write")
                 os.fsync(f.fileno())
                 faults.point("objects.blob.after_fsync")
-            sha = h.hexdigest()
-            final = self.path(sha)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            if final.exists():  # identical content already stored: dedupe silently
-                os.unlink(tmp)
-            else:
-                os.replace(tmp, final)
-                faults.point("objects.blob.after_rename")
-                dir_fd = os.open(final.parent, os.O_RDONLY)
-                try:
-                    os.fsync(dir_fd)
-                finally:
-                    os.close(dir_fd)
-            return sha, size
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+        return Staged(Path(tmp), h.hexdigest(), size)
+
+    def commit(self, staged: Staged) -> None:
+        """Give a staged blob its final name (or drop it onto identical stored content).
+
+        The caller holds the catalog write lock until the row naming the blob commits: the
+        collector (``collect``) runs under the same lock, so a PUT that de-duplicates onto a blob
+        is never interleaved with that blob's removal.
+        """
+        final = self.path(staged.sha256)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if final.exists():  # identical content already stored: dedupe silently
+            return
+        os.replace(staged.tmp, final)
+        faults.point("objects.blob.after_rename")
+        dir_fd = os.open(final.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def discard(self, staged: Staged) -> None:
+        with contextlib.suppress(FileNotFoundError):  # committed (renamed) or never written
+            os.unlink(staged.tmp)
+
+    def collect(self, conn: sqlite3.Connection, sha256: str) -> bool:
+        """Remove a blob nothing in the catalog references any more; True when removed.
+
+        Called with the catalog write lock held (see ``commit``) after the transaction that
+        dropped a reference committed, so ``conn`` sees every committed reference.
+        """
+        if blob_refs(conn, sha256):
+            return False
+        try:
+            self.path(sha256).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Staged:
+    tmp: Path
+    sha256: str
+    size: int
 
 
 # An upload's temp file or a blob whose catalog row is not yet committed is this young at most
@@ -109,12 +151,12 @@ _BLOB_NAME = re.compile(r"[0-9a-f]{64}")
 def referenced_blobs(conn: sqlite3.Connection) -> set[str]:
     """Every blob the catalog can still reach.
 
-    ``objects.sha256`` names an object's current blob; a job not yet finished pins the blob it
-    was queued with in its payload (it may since have been replaced under the same key). Units
-    reach content only through ``object_key`` -> ``objects`` (their ``content_hash`` is a hash
-    over the blob's id, not a path), and finished jobs never read their blob again.
+    ``objects.sha256`` names an object's current blob; a Unit keeps the blob it was derived
+    from (``units.object_sha``), even after its object is replaced or deleted; a job not yet
+    finished pins the blob it was queued with in its payload.
     """
     refs = {str(r[0]) for r in conn.execute("SELECT sha256 FROM objects")}
+    refs.update(str(r[0]) for r in conn.execute("SELECT DISTINCT object_sha FROM units") if r[0])
     refs.update(
         str(r[0])
         for r in conn.execute(
@@ -124,6 +166,22 @@ def referenced_blobs(conn: sqlite3.Connection) -> set[str]:
         if r[0]
     )
     return refs
+
+
+def blob_refs(conn: sqlite3.Connection, sha256: str) -> int:
+    """How many catalog rows reference one blob (the same sources as ``referenced_blobs``).
+
+    Counted from the rows themselves rather than kept in a counter, so no write path can let
+    a count drift from the references it stands for.
+    """
+    n = conn.execute("SELECT COUNT(*) FROM objects WHERE sha256 = ?", (sha256,)).fetchone()[0]
+    n += conn.execute("SELECT COUNT(*) FROM units WHERE object_sha = ?", (sha256,)).fetchone()[0]
+    n += conn.execute(
+        "SELECT COUNT(*) FROM jobs WHERE state IN ('queued', 'running') AND json_valid(payload)"
+        " AND json_extract(payload, '$.sha256') = ?",
+        (sha256,),
+    ).fetchone()[0]
+    return int(n)
 
 
 def find_orphans(root: Path, refs: set[str], before: float) -> dict[str, list[Path]]:

@@ -21,7 +21,7 @@ UNIT_COLUMNS = (
     "id, unit_id, scope, doc_id, modality, plane, source_uri, mime, text, acl_owner, acl_groups,"
     " content_hash, chunk_idx, n_chunks, loc_kind, loc_start, loc_end, t_start_ms, t_end_ms,"
     " shot_idx, page, bbox_x0, bbox_y0, bbox_x1, bbox_y1, created_at, event_at, t_bucket, seq,"
-    " object_key"
+    " object_key, object_sha"
 )
 
 
