@@ -9,8 +9,11 @@ import httpx
 import pytest
 
 from conftest import ALICE, LiveServer, make_service
-from superchargedb.admission import Admission, classify
+from superchargedb.admission import Admission, Share, classify
 from superchargedb.errors import OverloadedError
+
+
+ME = Share("acme", "p1")
 
 
 def run(coro):
@@ -33,31 +36,32 @@ def test_slots_queue_and_refusal():
         adm = Admission(
             {"ingest": (1, 1), "search": (2, 1), "answer": (1, 0), "other": (0, 0)}, 0.2
         )
-        await adm.acquire("search")
-        await adm.acquire("search")
-        waiter = asyncio.create_task(adm.acquire("search"))  # third: queued
+        t1 = await adm.acquire("search", ME)
+        t2 = await adm.acquire("search", ME)
+        waiter = asyncio.create_task(adm.acquire("search", ME))  # third: queued
         await asyncio.sleep(0.01)
         assert adm.snapshot()["search"]["queued"] == 1
         with pytest.raises(OverloadedError) as exc:  # fourth: the queue is full
-            await adm.acquire("search")
+            await adm.acquire("search", ME)
         assert exc.value.code == "overloaded" and exc.value.extra["retry_after"] == 1
-        adm.release("search")  # hands the slot to the waiter
-        await waiter
+        adm.release(t1)  # hands the slot to the waiter
+        t3 = await waiter
         snap = adm.snapshot()["search"]
         assert snap == {"inflight": 2, "limit": 2, "queued": 0, "admitted": 3, "rejected": 1}
-        # A waiter that is not served within wait_s is refused, and leaves the queue.
+        # A waiter whose tenant holds slots and is not served within wait_s is refused, and
+        # leaves the queue.
         with pytest.raises(OverloadedError):
-            await adm.acquire("search")
+            await adm.acquire("search", ME)
         assert adm.snapshot()["search"]["queued"] == 0
-        adm.release("search")
-        adm.release("search")
+        adm.release(t2)
+        adm.release(t3)
         assert adm.snapshot()["search"]["inflight"] == 0
         # Classes are independent; 0 slots means unlimited.
-        await adm.acquire("answer")
+        await adm.acquire("answer", ME)
         with pytest.raises(OverloadedError):
-            await adm.acquire("answer")
+            await adm.acquire("answer", ME)
         for _ in range(50):
-            await adm.acquire("other")
+            await adm.acquire("other", ME)
         assert adm.snapshot()["other"]["inflight"] == 50
 
     run(scenario())
@@ -71,26 +75,26 @@ def test_limit_adapts_to_latency_and_never_starves():
         st = adm.classes["search"]
 
         async def one(seconds: float) -> None:
-            started = await adm.acquire("search")
+            ticket = await adm.acquire("search", ME)
             await asyncio.sleep(seconds)
-            adm.release("search", started)
+            adm.release(ticket)
 
         await asyncio.gather(*(one(0.04) for _ in range(8)))  # one slow generation, over target
         assert adm.snapshot()["search"]["limit"] == pytest.approx(7.2)  # cut once, not 8 times
         for _ in range(30):  # each later slow request ran under the cut limit: cut again
             await one(0.04)
         assert st.limit == 1.0  # one slot at least, never zero
-        first = await adm.acquire("search")
+        first = await adm.acquire("search", ME)
         with pytest.raises(OverloadedError):  # the one slot is taken: the queue times out
-            await adm.acquire("search")
-        adm.release("search", first)
+            await adm.acquire("search", ME)
+        adm.release(first)
         for _ in range(60):  # fast requests raise it again, by 1/limit each
             await one(0)
         assert 8 >= st.limit > 8 * 0.9**3
         # A class without a target keeps its fixed limit.
-        started = await adm.acquire("answer")
+        ticket = await adm.acquire("answer", ME)
         await asyncio.sleep(0.04)
-        adm.release("answer", started)
+        adm.release(ticket)
         assert adm.classes["answer"].limit == 8
 
     run(scenario())
@@ -99,15 +103,15 @@ def test_limit_adapts_to_latency_and_never_starves():
 def test_cancelled_waiter_gives_its_slot_back():
     async def scenario():
         adm = Admission({n: (1, 4) for n in ("ingest", "search", "answer", "other")}, 5.0)
-        await adm.acquire("ingest")
-        w1 = asyncio.create_task(adm.acquire("ingest"))
-        w2 = asyncio.create_task(adm.acquire("ingest"))
+        first = await adm.acquire("ingest", ME)
+        w1 = asyncio.create_task(adm.acquire("ingest", ME))
+        w2 = asyncio.create_task(adm.acquire("ingest", ME))
         await asyncio.sleep(0.01)
         w1.cancel()  # the client went away while queued
         await asyncio.sleep(0.01)
-        adm.release("ingest")
-        await asyncio.wait_for(w2, 1.0)  # the slot skips the cancelled waiter
-        adm.release("ingest")
+        adm.release(first)
+        second = await asyncio.wait_for(w2, 1.0)  # the slot skips the cancelled waiter
+        adm.release(second)
         assert adm.snapshot()["ingest"]["inflight"] == 0
         assert adm.snapshot()["ingest"]["queued"] == 0
 

@@ -9,6 +9,7 @@
     │   └── QuotaExceededError (402 quota_exceeded, limit/used/requested)
     ├── NotFoundError (404 not_found)
     ├── ConflictError (409 conflict)
+    ├── RequestTimeoutError (408 request_timeout: a body that arrives too slowly)
     ├── PayloadTooLargeError (413 payload_too_large)
     ├── ValidationError (422 validation_error)
     ├── RateLimitedError (429 rate_limited)
@@ -72,6 +73,11 @@ class NotFoundError(SCDBError):
 class ConflictError(SCDBError):
     code = "conflict"
     http_status = 409
+
+
+class RequestTimeoutError(SCDBError):
+    code = "request_timeout"
+    http_status = 408
 
 
 class PayloadTooLargeError(SCDBError):
