@@ -15,6 +15,8 @@ waits only on the client, which must never hold a slot. Writes have their own de
 
 from __future__ import annotations
 
+from collections import Counter
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..admission import AddressGate, Admission, Share, Ticket, classify
@@ -31,17 +33,21 @@ class AdmissionMiddleware:
         self.svc = svc
         self.admission = Admission.from_settings(svc.settings)
         self.gate = AddressGate(svc.settings.auth_inflight_per_address)
+        self.reading: Counter[str] = Counter()  # requests whose body is still arriving
         svc.metrics.gauge(
             "scdb_admission",
-            "Admission control per request class:"
-            " in flight, adaptive limit, queued, admitted, rejected",
+            "Admission control per request class: bodies being read (no slot), in flight,"
+            " adaptive limit, queued, admitted, rejected",
             self._gauge,
         )
 
     def _gauge(self) -> dict[tuple[tuple[str, str], ...], float]:
+        rows = self.admission.snapshot()
+        for name, row in rows.items():
+            row["reading"] = self.reading[name]
         return {
             (("class", name), ("state", k)): float(v)
-            for name, row in self.admission.snapshot().items()
+            for name, row in rows.items()
             for k, v in row.items()
         }
 
@@ -73,7 +79,11 @@ class AdmissionMiddleware:
             try:
                 check_declared(scope, limit)
                 share = await self._share(scope)
-                await body.read(receive, limit, s.body_timeout_s, s.body_min_bytes_per_s)
+                self.reading[name] += 1
+                try:
+                    await body.read(receive, limit, s.body_timeout_s, s.body_min_bytes_per_s)
+                finally:
+                    self.reading[name] -= 1
             except ClientGone:
                 return
             except SCDBError as exc:

@@ -1,0 +1,194 @@
+"""Admission starvation (issue: hardening, class 1), on a real server with raw sockets.
+
+One server for the module, with small slot counts and short client deadlines. ``mallory`` (tenant
+``evil``, a valid read/write key) attacks; ``alice`` (tenant ``acme``) is the victim. Before the
+fix a slot was taken before the body was read and held until the response was sent, so stalled
+bodies and stalled readers held every slot, and the victim got 503.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import ALICE, LiveServer, add_principal, auth, make_service
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import flood  # noqa: E402
+
+SETTINGS: dict[str, Any] = {
+    "inflight_search": 2,
+    "inflight_answer": 1,
+    "inflight_ingest": 1,
+    "inflight_other": 2,
+    "queue_search": 8,
+    "queue_answer": 8,
+    "queue_ingest": 8,
+    "queue_other": 8,
+    "queue_wait_s": 1.0,
+    "body_timeout_s": 1.0,
+    "body_min_bytes_per_s": 1000.0,
+    "header_timeout_s": 1.0,
+    "write_timeout_s": 1.0,
+}
+BIG = 16 * 1024 * 1024  # larger than every socket buffer between the server and a reader
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[dict[str, Any]]:
+    from superchargedb.demo import seed
+
+    svc = make_service(tmp_path_factory.mktemp("adm") / "data", embedder, **SETTINGS)
+    seed(svc)
+    key = add_principal(
+        svc, "mallory", perms=["read", "write"], scopes=["evil"], active="evil", tier="pro"
+    )
+    try:
+        with LiveServer(svc) as srv:
+            r = httpx.put(
+                srv.url + "/v1/objects/evil/big.bin", headers=auth(key), content=b"x" * BIG
+            )
+            assert r.status_code == 201, r.text
+            # The document the "other" flood PATCHes.
+            r = httpx.post(
+                srv.url + "/v1/ingest",
+                headers=auth(key),
+                json={"units": [{"doc_id": "flood-0", "text": "flood note"}]},
+            )
+            assert r.status_code == 200, r.text
+            yield {"svc": svc, "srv": srv, "key": key}
+    finally:
+        svc.close()
+
+
+def gauge(url: str) -> dict[tuple[str, str], float]:
+    text = httpx.get(url + "/metrics").text
+    pat = r'scdb_admission\{class="(\w+)",state="(\w+)"\} ([0-9.e+-]+)'
+    return {(c, s): float(v) for c, s, v in re.findall(pat, text)}
+
+
+def wait_until(cond: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+
+
+def victim_round(url: str) -> list[tuple[str, int]]:
+    """The victim tenant searches, answers, ingests and lists documents once each."""
+    with httpx.Client(base_url=url, headers=ALICE, timeout=30) as c:
+        return [
+            ("search", c.post("/v1/search", json={"q": "failover"}).status_code),
+            ("answer", c.post("/v1/answer", json={"q": "how does failover work?"}).status_code),
+            (
+                "ingest",
+                c.post(
+                    "/v1/ingest", json={"units": [{"doc_id": "victim-note", "text": "victim note"}]}
+                ).status_code,
+            ),
+            ("other", c.get("/v1/docs").status_code),
+        ]
+
+
+def stall(port: int, key: str, method: str, path: str) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(flood.head(method, path, key, 1000) + b"{")
+    return s
+
+
+def test_stalled_bodies_do_not_starve_another_tenant(world):
+    srv, key = world["srv"], world["key"]
+    targets = flood.standard_targets("evil")
+    socks = [stall(srv.port, key, t.method, t.path) for t in targets for _ in range(8)]
+    try:
+        # Every stalled request is in the server: reading its body (or, before the fix,
+        # holding a slot or queued behind the ones that do).
+        def seen() -> bool:
+            g = gauge(srv.url)
+            return all(
+                g.get((t.cls, "reading"), 0) + g[(t.cls, "inflight")] + g[(t.cls, "queued")] >= 8
+                for t in targets
+            )
+
+        wait_until(seen)
+        started = time.monotonic()
+        assert victim_round(srv.url) == [
+            ("search", 200),
+            ("answer", 200),
+            ("ingest", 200),
+            ("other", 200),
+        ]
+        # The stalled bodies are cut off after body_timeout_s with a 408 and a closed connection.
+        for s in socks:
+            s.settimeout(10)
+            raw = b""
+            while chunk := s.recv(4096):  # to the end: the server closes the connection
+                raw += chunk
+            assert raw.startswith(b"HTTP/1.1 408"), raw[:200]
+            assert b'"code":"request_timeout"' in raw and b"connection: close" in raw.lower()
+        assert time.monotonic() - started < 8
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_a_slow_but_steady_body_is_accepted(world):
+    """The minimum rate, not a fixed deadline: a body sent at twice the minimum rate for longer
+    than body_timeout_s still arrives (and the request holds no slot while it does)."""
+    srv = world["srv"]
+    body = b'{"q": "failover' + b" " * 3000 + b'"}'
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    try:
+        s.sendall(flood.head("POST", "/v1/search", "aegis_sk_alice", len(body)))
+        step = 200
+        for i in range(0, len(body), step):  # 2,000 bytes/s for ~1.5 s
+            s.sendall(body[i : i + step])
+            time.sleep(step / 2000)
+        raw = s.recv(65536)
+        assert raw.startswith(b"HTTP/1.1 200"), raw[:300]
+    finally:
+        s.close()
+
+
+def test_stalled_readers_hold_no_slot_and_are_cut_off(world):
+    srv, key = world["srv"], world["key"]
+    readers = flood.StalledReader(srv.port, key, "/v1/objects/evil/big.bin", 8)
+    try:
+        assert readers.statuses.count("200") >= 2, readers.statuses  # >= the class's slots
+        assert gauge(srv.url)[("other", "inflight")] == 0
+        assert victim_round(srv.url)[-1] == ("other", 200)
+        for _ in range(3):
+            with httpx.Client(base_url=srv.url, headers=ALICE, timeout=30) as c:
+                assert c.get("/v1/docs").status_code == 200
+        # Nobody reads: after write_timeout_s the server aborts the connections.
+        conns = srv.server.server_state.connections
+        wait_until(lambda: len(conns) == 0, timeout=15)
+        assert all(n < BIG for n in readers.drain())
+    finally:
+        readers.close()
+
+
+def test_one_tenant_flooding_every_class_does_not_503_another(world):
+    """64 connections per class from one key (half stalled, half back-to-back) while another
+    tenant searches, answers, ingests and lists: the victim is never refused."""
+    srv, key = world["srv"], world["key"]
+    statuses: list[tuple[str, int]] = []
+    with flood.Flood(srv.port, key, flood.standard_targets("evil")) as f:
+        wait_until(
+            lambda: sum(n for (_, k, _), n in f.snapshot().items() if k == "back_to_back") > 20
+        )
+        for _ in range(2):
+            statuses += victim_round(srv.url)
+        counts = f.snapshot()
+    assert statuses and all(code == 200 for _, code in statuses), statuses
+    # The flood was real: its back-to-back requests ran, and some were refused.
+    served = {c for (c, kind, code), n in counts.items() if kind == "back_to_back" and code == 200}
+    assert served == {"search", "answer", "ingest", "other"}, counts
