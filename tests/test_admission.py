@@ -12,7 +12,6 @@ from conftest import ALICE, LiveServer, make_service
 from superchargedb.admission import Admission, Share, classify
 from superchargedb.errors import OverloadedError
 
-
 ME = Share("acme", "p1")
 
 
@@ -156,3 +155,52 @@ def test_http_overload_is_503_with_retry_after(tmp_path, embedder):
             assert httpx.get(srv.url + "/healthz").status_code == 200
     finally:
         s.close()
+
+
+def test_ingest_latency_is_judged_per_embedded_token():
+    async def scenario():
+        adm = Admission(
+            {n: (4, 4) for n in ("ingest", "search", "answer", "other")},
+            0.2,
+            {"ingest": 0.02},
+            {"ingest": 0.001},
+        )
+
+        async def one(seconds: float, tokens: int) -> None:
+            ticket = await adm.acquire("ingest", ME)
+            await asyncio.sleep(seconds)
+            adm.release(ticket, tokens)
+
+        await one(0.05, 100)  # 50 ms for 100 tokens: within 20 ms + 100 x 1 ms
+        assert adm.classes["ingest"].limit == 4
+        await one(0.05, 10)  # the same time for 10 tokens is slow
+        assert adm.classes["ingest"].limit == pytest.approx(3.6)
+
+    run(scenario())
+
+
+def test_the_next_slot_goes_to_the_tenant_with_the_fewest_in_flight():
+    async def scenario():
+        adm = Admission({n: (2, 8) for n in ("ingest", "search", "answer", "other")}, 5.0)
+        flood = Share("evil", "mallory")
+        held = [await adm.acquire("search", flood), await adm.acquire("search", flood)]
+        queued = [asyncio.create_task(adm.acquire("search", flood)) for _ in range(3)]
+        await asyncio.sleep(0)
+        victim = asyncio.create_task(adm.acquire("search", ME))  # arrives last
+        await asyncio.sleep(0)
+        adm.release(held.pop())
+        mine = await asyncio.wait_for(victim, 1.0)  # served before the earlier flood waiters
+        assert not any(t.done() for t in queued)
+        # A full queue makes room for a lighter share by refusing the heaviest's newest.
+        more = [asyncio.create_task(adm.acquire("search", flood)) for _ in range(5)]
+        await asyncio.sleep(0)
+        other = asyncio.create_task(adm.acquire("search", Share("globex", "g1")))
+        await asyncio.wait([more[-1]], timeout=1.0)
+        assert more[-1].done() and isinstance(more[-1].exception(), OverloadedError)
+        adm.release(mine)
+        assert (await asyncio.wait_for(other, 1.0)).share.tenant == "globex"
+        for t in queued + more[:-1]:
+            t.cancel()
+        await asyncio.gather(*queued, *more, return_exceptions=True)
+
+    run(scenario())

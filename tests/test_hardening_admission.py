@@ -192,3 +192,80 @@ def test_one_tenant_flooding_every_class_does_not_503_another(world):
     # The flood was real: its back-to-back requests ran, and some were refused.
     served = {c for (c, kind, code), n in counts.items() if kind == "back_to_back" and code == 200}
     assert served == {"search", "answer", "ingest", "other"}, counts
+
+
+LONG_SETTINGS: dict[str, Any] = {
+    "inflight_ingest": 2,
+    "queue_ingest": 8,
+    "queue_wait_s": 1.0,
+    "latency_target_ingest_s": 0.5,
+    "chunk_tokens": 32,
+    "chunk_overlap_tokens": 0,
+    "ingest_max_chunks": 8,
+}
+
+
+def long_text(seed: int) -> str:
+    words = [f"w{seed}x{i} replication failover quorum" for i in range(300)]
+    return ". ".join(" ".join(words[i : i + 6]) for i in range(0, 300, 6))
+
+
+def test_long_units_do_not_collapse_the_ingest_limit_for_others(tmp_path, embedder):
+    """One writer's long Units are embedded by jobs (status queued) and judged per token, so
+    another tenant's small ingests keep their slots: no 503, and the limit stays up."""
+    import threading
+
+    from superchargedb.demo import seed_principals
+
+    svc = make_service(tmp_path / "d", embedder, **LONG_SETTINGS)
+    seed_principals(svc)
+    key = add_principal(svc, "writer", perms=["read", "write"], scopes=["evil"], active="evil")
+    try:
+        with LiveServer(svc) as srv:
+            stop = threading.Event()
+            writer_results: list[dict[str, Any]] = []
+
+            def writer(n: int) -> None:
+                with httpx.Client(base_url=srv.url, headers=auth(key), timeout=60) as c:
+                    i = 0
+                    while not stop.is_set():
+                        i += 1
+                        units = [
+                            {
+                                "doc_id": f"long-{n}-{i}-{j}",
+                                "text": long_text(n * 1000 + i * 10 + j),
+                            }
+                            for j in range(2)
+                        ]
+                        r = c.post("/v1/ingest", json={"units": units})
+                        if r.status_code == 200:
+                            writer_results.extend(r.json()["results"])
+
+            threads = [threading.Thread(target=writer, args=(n,)) for n in range(2)]
+            for t in threads:
+                t.start()
+            codes = []
+            try:
+                wait_until(lambda: len(writer_results) >= 2, timeout=30)
+                with httpx.Client(base_url=srv.url, headers=ALICE, timeout=60) as c:
+                    for i in range(8):
+                        r = c.post(
+                            "/v1/ingest",
+                            json={"units": [{"doc_id": f"small-{i}", "text": f"small note {i}"}]},
+                        )
+                        codes.append(r.status_code)
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join()
+            assert codes == [200] * 8, codes
+            assert gauge(srv.url)[("ingest", "limit")] >= 2 * 0.9
+            # The long Units were queued as jobs, which store them.
+            assert writer_results and all(r["status"] == "queued" for r in writer_results)
+            job = writer_results[0]["job_id"]
+            with httpx.Client(base_url=srv.url, headers=auth(key), timeout=30) as c:
+                wait_until(lambda: c.get(f"/v1/jobs/{job}").json()["state"] == "done", 120)
+                docs = c.get("/v1/docs").json()
+            assert any(d["doc_id"].startswith("long-") for d in docs["docs"]), docs
+    finally:
+        svc.close()

@@ -21,8 +21,8 @@ slot is only ever held by work the server can do now, never by a slow client. Wh
 A fixed slot count cannot know how fast the machine is right now, so each class adapts its limit
 below the ceiling (AIMD, as TCP does): a request slower than the class's latency target cuts the
 limit by 10 % (at most once per generation of requests), a fast one raises it by ``1/limit``. A
-request that reports embedded tokens (``release(..., tokens=n)``) is judged per token against
-``token_target_s``, so a few long Units are not mistaken for an overloaded machine.
+request that reports embedded tokens (``release(..., tokens=n)``) is allowed ``token_target_s``
+more per token, so a few long Units are not mistaken for an overloaded machine.
 
 It runs on the server's event loop (one thread), so the counters need no lock.
 """
@@ -44,9 +44,6 @@ if TYPE_CHECKING:
 
 CLASSES = ("ingest", "search", "answer", "other")
 DECREASE = 0.9
-# A request that embedded fewer tokens than this is judged as if it had embedded this many:
-# its fixed costs (lookup, transaction, index apply) are not per-token work.
-TOKEN_FLOOR = 256
 
 
 @dataclass(frozen=True)
@@ -244,10 +241,9 @@ class Admission:
             now = time.monotonic()
             took = now - ticket.started
             slow: bool | None = None
-            if tokens > 0 and st.token_target_s > 0:
-                slow = took / max(tokens, TOKEN_FLOOR) > st.token_target_s
-            elif st.target_s > 0:
-                slow = took > st.target_s
+            if st.target_s > 0:
+                # Embedded tokens are work, not a sign of overload: each earns its own time.
+                slow = took > st.target_s + tokens * st.token_target_s
             if slow:
                 if ticket.started >= st.last_cut:  # it ran under the current limit: cut once
                     st.limit = max(1.0, st.limit * DECREASE)

@@ -129,8 +129,8 @@ class Settings(BaseSettings):
     latency_target_search_s: float = 1.0
     latency_target_answer_s: float = 8.0
     latency_target_other_s: float = 1.0
-    # An ingest that embedded tokens is judged per token instead (a few long Units are work,
-    # not a slow machine); requests embedding fewer than 256 count as 256.
+    # An ingest is allowed this much more per token it embedded (long Units are work, not a
+    # slow machine): slow = took > latency_target_ingest_s + tokens x this.
     latency_target_ingest_token_ms: float = Field(default=2.0, ge=0)
     # Chunks one ingest request embeds itself; past it, the largest documents of the batch are
     # embedded by a job (per-Unit `status: queued` with its `job_id`), as media is.

@@ -19,6 +19,7 @@ from .. import faults
 from ..auth.principals import row_to_principal
 from ..errors import SCDBError
 from ..storage.jobs import Job, JobQueue, LeaseLost
+from . import deferred
 from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, derive
 from .prepare import Prepared
 
@@ -108,6 +109,11 @@ class JobRunner:
                 log.debug("heartbeat failed", exc_info=True)
 
     def _run(self, job: Job) -> None:
+        if job.kind == deferred.KIND:  # text past a request's chunk budget: embed and store
+            prepared, mode = deferred.prepared_of(job)
+            self.ingestor._chunk_and_embed(self.ingestor._skip_known(prepared))
+            self._store(job, prepared, mode)
+            return
         ing = self.ingestor
         svc = ing.svc
         pl: dict[str, Any] = job.payload
@@ -143,6 +149,12 @@ class JobRunner:
                 )
             )
         ing._chunk_and_embed(prepared)
+        self._store(job, prepared, "replace")
+
+    def _store(self, job: Job, prepared: list[Prepared], mode: str) -> None:
+        """Write a job's embedded Units and complete it, in one transaction under the lease."""
+        ing = self.ingestor
+        svc = ing.svc
         faults.point("jobs.after_embed")
         row = (
             svc.catalog.reader()
@@ -158,7 +170,7 @@ class JobRunner:
                     conn,
                     principal,
                     prepared,
-                    "replace",
+                    mode,
                     check_quota=False,
                     action="ingest.derived",
                 )
