@@ -146,7 +146,7 @@ class Flood:
                     await writer.drain()
                     status, _ = await read_response(reader)
                     self._count(t, "back_to_back", status)
-                    if status == 503:  # told to back off: do, briefly (as a client would)
+                    if status in (429, 503):  # told to back off: briefly (keeps the pressure)
                         await asyncio.sleep(0.05)
             except (OSError, asyncio.IncompleteReadError, ValueError):
                 with self._lock:
