@@ -57,7 +57,7 @@ QUERIES = [
 ]
 
 
-def server_env() -> dict[str, str]:
+def server_env(extra: list[str]) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -66,6 +66,9 @@ def server_env() -> dict[str, str]:
     env["SCDB_AUDIT_KEY"] = os.environ.get("SCDB_AUDIT_KEY") or secrets.token_hex(32)
     env["SCDB_ANSWER_PROVIDERS"] = "openai"  # without a key it is skipped: extractive answers
     env["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="scdb-bench-config-")
+    for kv in extra:
+        k, _, v = kv.partition("=")
+        env[k] = v
     return env
 
 
@@ -162,7 +165,9 @@ def markdown(rep: dict[str, Any]) -> str:
         "# Fairness: one tenant floods every class, another tenant's latency",
         "",
         f"Generated {rep['generated_at']} at commit `{rep['environment']['git_commit']}` "
-        f"(`{rep['command']}`), {rep['environment']['cpus']} CPUs. Default server settings.",
+        f"(`{rep['command']}`), {rep['environment']['cpus']} CPUs, load average at the end "
+        f"{rep['environment']['loadavg_at_end'][0]:.1f}. Server settings: defaults, plus "
+        f"{rep['config']['server_env'] or 'nothing'}.",
         "",
         f"Flood: one key, {rep['config']['stalled']} stalled + {rep['config']['back_to_back']} "
         f"back-to-back connections per class for {rep['config']['seconds']:g} s. Victim: one "
@@ -203,11 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stalled", type=int, default=32, help="stalled connections per class")
     ap.add_argument("--back-to-back", type=int, default=32, help="busy connections per class")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument(
+        "--server-env", action="append", default=[], metavar="K=V", help="server setting"
+    )
     args = ap.parse_args(argv)
 
     data_dir = Path(tempfile.mkdtemp(prefix="scdb-bench-fair-"))
     log_dir = Path(tempfile.mkdtemp(prefix="scdb-bench-fair-log-"))
-    env = server_env()
+    env = server_env(args.server_env)
     server = Server(data_dir, free_port(), log_dir / "server.log", env)
     try:
         key = make_attacker(data_dir, env)
@@ -259,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             "baseline_seconds": args.baseline_seconds,
             "stalled": args.stalled,
             "back_to_back": args.back_to_back,
+            "server_env": dict(kv.partition("=")[::2] for kv in args.server_env),
         },
         "environment": {
             "git_commit": Q.git_commit(),

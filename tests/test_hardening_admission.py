@@ -106,7 +106,9 @@ def stall(port: int, key: str, method: str, path: str) -> socket.socket:
 
 def test_stalled_bodies_do_not_starve_another_tenant(world):
     srv, key = world["srv"], world["key"]
+    # Every class, and streamed object uploads (ingest class) too.
     targets = flood.standard_targets("evil")
+    targets.append(flood.Target("ingest", "PUT", "/v1/objects/evil/slow.bin"))
     socks = [stall(srv.port, key, t.method, t.path) for t in targets for _ in range(8)]
     try:
         # Every stalled request is in the server: reading its body (or, before the fix,
@@ -114,8 +116,9 @@ def test_stalled_bodies_do_not_starve_another_tenant(world):
         def seen() -> bool:
             g = gauge(srv.url)
             return all(
-                g.get((t.cls, "reading"), 0) + g[(t.cls, "inflight")] + g[(t.cls, "queued")] >= 8
-                for t in targets
+                g.get((c, "reading"), 0) + g[(c, "inflight")] + g[(c, "queued")]
+                >= 8 * sum(t.cls == c for t in targets)
+                for c in ("search", "answer", "ingest", "other")
             )
 
         wait_until(seen)
