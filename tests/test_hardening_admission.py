@@ -188,8 +188,7 @@ def test_one_tenant_flooding_every_class_does_not_503_another(world):
         wait_until(
             lambda: sum(n for (_, k, _), n in f.snapshot().items() if k == "back_to_back") > 20
         )
-        for _ in range(2):
-            statuses += victim_round(srv.url)
+        statuses += victim_round(srv.url)
         counts = f.snapshot()
     assert statuses and all(code == 200 for _, code in statuses), statuses
     # The flood was real: its back-to-back requests ran, and some were refused.
@@ -209,8 +208,8 @@ LONG_SETTINGS: dict[str, Any] = {
 
 
 def long_text(seed: int) -> str:
-    words = [f"w{seed}x{i} replication failover quorum" for i in range(300)]
-    return ". ".join(" ".join(words[i : i + 6]) for i in range(0, 300, 6))
+    words = [f"w{seed}x{i} replication failover quorum" for i in range(160)]
+    return ". ".join(" ".join(words[i : i + 6]) for i in range(0, 160, 6))
 
 
 def test_long_units_do_not_collapse_the_ingest_limit_for_others(tmp_path, embedder):
@@ -251,7 +250,7 @@ def test_long_units_do_not_collapse_the_ingest_limit_for_others(tmp_path, embedd
             try:
                 wait_until(lambda: len(writer_results) >= 2, timeout=30)
                 with httpx.Client(base_url=srv.url, headers=ALICE, timeout=60) as c:
-                    for i in range(8):
+                    for i in range(5):
                         r = c.post(
                             "/v1/ingest",
                             json={"units": [{"doc_id": f"small-{i}", "text": f"small note {i}"}]},
@@ -261,7 +260,7 @@ def test_long_units_do_not_collapse_the_ingest_limit_for_others(tmp_path, embedd
                 stop.set()
                 for t in threads:
                     t.join()
-            assert codes == [200] * 8, codes
+            assert codes == [200] * 5, codes
             assert gauge(srv.url)[("ingest", "limit")] >= 2 * 0.9
             # The long Units were queued as jobs, which store them.
             assert writer_results and all(r["status"] == "queued" for r in writer_results)
