@@ -274,3 +274,27 @@ def test_long_units_do_not_collapse_the_ingest_limit_for_others(tmp_path, embedd
             assert any(d["doc_id"].startswith("long-") for d in docs["docs"]), docs
     finally:
         svc.close()
+
+
+def test_the_chunk_budget_puts_off_whole_documents_largest_first():
+    from superchargedb.ingest.deferred import split
+    from superchargedb.ingest.prepare import Prepared
+
+    def unit(i: int, doc: str, chunks: int) -> Prepared:
+        p = Prepared(
+            i, "acme", doc, "text", "text", "", None, None, "alice", [], f"h{i}", "t", None
+        )
+        p.chunks = [("t", None)] * chunks
+        return p
+
+    units = [
+        unit(0, "a", 3),
+        unit(1, "big", 6),
+        unit(2, "b", 2),
+        unit(3, "big", 1),
+        unit(4, "c", 0),
+    ]
+    now, later = split(units, 6)
+    # "big" (7 chunks in two Units) goes whole; the rest (5) fits and keeps its order.
+    assert [p.index for p in now] == [0, 2, 4] and [[p.index for p in d] for d in later] == [[1, 3]]
+    assert split(units, 12) == (units, [])
