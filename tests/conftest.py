@@ -111,18 +111,18 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """uvicorn in a thread on a real loopback port (for streaming-body tests)."""
+    """uvicorn in a thread on a real loopback port, configured as `serve` configures it."""
 
     def __init__(self, svc: Service) -> None:
         import uvicorn
 
         from superchargedb.api.app import create_app
+        from superchargedb.api.transport import uvicorn_config
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            create_app(svc), host="127.0.0.1", port=self.port, log_level="warning"
-        )
+        # The production server configuration (deadlines, trusted proxies), on a free port.
+        config = uvicorn_config(create_app(svc), svc.settings, host="127.0.0.1", port=self.port)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

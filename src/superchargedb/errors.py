@@ -14,6 +14,7 @@
     ├── ConflictError (409 conflict)
     │   ├── LastAdminError (409 last_admin)
     │   └── ObjectInUseError (409 object_in_use, doc_ids: the caller-readable referrers)
+    ├── RequestTimeoutError (408 request_timeout: a body that arrives too slowly)
     ├── PayloadTooLargeError (413 payload_too_large)
     ├── ValidationError (422 validation_error)
     ├── RateLimitedError (429 rate_limited)
@@ -101,6 +102,11 @@ class LastAdminError(ConflictError):
 
 class ObjectInUseError(ConflictError):
     code = "object_in_use"
+
+
+class RequestTimeoutError(SCDBError):
+    code = "request_timeout"
+    http_status = 408
 
 
 class PayloadTooLargeError(SCDBError):

@@ -269,7 +269,7 @@ class ObjectsMixin:
                 audit.append(
                     conn,
                     self.audit_key,
-                    principal.name,
+                    principal,
                     "object.delete",
                     {
                         "key": key,

@@ -138,6 +138,28 @@ class Settings(BaseSettings):
     latency_target_search_s: float = 1.0
     latency_target_answer_s: float = 8.0
     latency_target_other_s: float = 1.0
+    # An ingest is allowed this much more per token it embedded (long Units are work, not a
+    # slow machine): slow = took > latency_target_ingest_s + tokens x this.
+    latency_target_ingest_token_ms: float = Field(default=2.0, ge=0)
+    # Chunks one ingest request embeds itself; past it, the largest documents of the batch are
+    # embedded by a job (per-Unit `status: queued` with its `job_id`), as media is.
+    ingest_max_chunks: int = Field(default=256, ge=1)
+    # Before the key lookup: requests of one client address being authenticated at once.
+    auth_inflight_per_address: int = Field(default=8, ge=0)
+
+    # Client deadlines (api/transport.py, api/body.py): no slot ever waits on a client. Request
+    # headers must arrive within header_timeout_s (else the connection is closed); a body may
+    # take body_timeout_s plus its size at body_min_bytes_per_s (else 408 `request_timeout`);
+    # a response the client stops reading for write_timeout_s aborts the connection.
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_timeout_s: float = Field(default=10.0, gt=0)
+    body_min_bytes_per_s: float = Field(default=16384.0, gt=0)
+    write_timeout_s: float = Field(default=30.0, gt=0)
+    # Bodies are read before admission; past this size they are spooled to a temporary file.
+    body_spool_bytes: int = Field(default=1024 * 1024, ge=0)
+    # Peers whose X-Forwarded-For / X-Forwarded-Proto are believed (comma-separated addresses
+    # or networks; "*" trusts every peer). Empty: forwarded headers are ignored.
+    trusted_proxies: str = ""
 
     # Caches (every one bounded; docs/settings.md lists them all)
     cache_max_bytes: int = 64 * 1024 * 1024

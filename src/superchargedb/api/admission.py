@@ -1,37 +1,66 @@
 """ASGI wiring of admission control (the policy is ``superchargedb.admission``).
 
-It runs before routing, authentication and body reading, so a refused or queued request costs
-no thread, no catalog lookup and no buffered body. The slot is held until the response has been
-sent completely (streamed answers included).
+Per request, in this order, and holding no slot until the last step:
+
+1. the per-address gate and the key lookup (``api/gate.py``): a share (tenant, principal) to
+   count the request against; a request without a key counts against its address;
+2. the whole body, under the size limit and a minimum rate (``api/body.py``: 413, 408);
+3. a slot of the request's class, shared fairly between tenants and principals (503).
+
+The slot is given back when the response starts: the work is done by then (a streamed answer is
+computed before its first event, an object is read from local disk), and writing the response
+waits only on the client, which must never hold a slot. Writes have their own deadline
+(``api/transport.py``).
 """
 
 from __future__ import annotations
 
-import orjson
-from starlette.types import ASGIApp, Receive, Scope, Send
+from collections import Counter
 
-from ..admission import Admission, classify
-from ..errors import OverloadedError
-from ..metrics import Metrics
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..admission import AddressGate, Admission, Share, Ticket, classify
+from ..effort import measured
+from ..errors import PayloadTooLargeError, RequestTimeoutError, SCDBError
+from ..service import Service
+from .body import Body, ClientGone, check_declared, send_error
+from .gate import authenticate_request, authorization_of, client_address, tenant_of
 
 
 class AdmissionMiddleware:
-    def __init__(self, app: ASGIApp, admission: Admission, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, svc: Service) -> None:
         self.app = app
-        self.admission = admission
-        metrics.gauge(
+        self.svc = svc
+        self.admission = Admission.from_settings(svc.settings)
+        self.gate = AddressGate(svc.settings.auth_inflight_per_address)
+        self.reading: Counter[str] = Counter()  # requests whose body is still arriving
+        svc.metrics.gauge(
             "scdb_admission",
-            "Admission control per request class:"
-            " in flight, adaptive limit, queued, admitted, rejected",
+            "Admission control per request class: bodies being read (no slot), in flight,"
+            " adaptive limit, queued, admitted, rejected",
             self._gauge,
         )
 
     def _gauge(self) -> dict[tuple[tuple[str, str], ...], float]:
+        rows = self.admission.snapshot()
+        for name, row in rows.items():
+            row["reading"] = self.reading[name]
         return {
             (("class", name), ("state", k)): float(v)
-            for name, row in self.admission.snapshot().items()
+            for name, row in rows.items()
             for k, v in row.items()
         }
+
+    async def _share(self, scope: Scope) -> Share:
+        ip = client_address(scope)
+        if authorization_of(scope) is None:  # the route answers 401 if it needs a key
+            return Share(f"addr:{ip}", f"addr:{ip}")
+        await self.gate.enter(ip)
+        try:
+            p = await authenticate_request(self.svc, scope)
+        finally:
+            self.gate.leave(ip)
+        return Share(tenant_of(p), p.id)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         name = (
@@ -42,28 +71,51 @@ class AdmissionMiddleware:
         if name is None:
             await self.app(scope, receive, send)
             return
+        s = self.svc.settings
+        is_object = scope.get("path", "").startswith("/v1/objects/")
+        limit = s.max_object_bytes if is_object else s.max_body_bytes
+        body = Body(s.body_spool_bytes)
         try:
-            started = await self.admission.acquire(name)
-        except OverloadedError as exc:
-            await _send_503(send, exc)
-            return
-        try:
-            await self.app(scope, receive, send)
+            try:
+                check_declared(scope, limit)
+                share = await self._share(scope)
+                self.reading[name] += 1
+                try:
+                    await body.read(receive, limit, s.body_timeout_s, s.body_min_bytes_per_s)
+                finally:
+                    self.reading[name] -= 1
+            except ClientGone:
+                return
+            except SCDBError as exc:
+                # The body is left unread (too large, too slow): the connection cannot be reused.
+                unread = isinstance(exc, PayloadTooLargeError | RequestTimeoutError)
+                await send_error(send, exc, close=unread)
+                return
+            try:
+                ticket = await self.admission.acquire(name, share)
+            except SCDBError as exc:
+                await send_error(send, exc)
+                return
+            await self._run(scope, body.replay(receive), send, ticket)
         finally:
-            self.admission.release(name, started)
+            body.close()
 
+    async def _run(self, scope: Scope, receive: Receive, send: Send, ticket: Ticket) -> None:
+        released = False
+        with measured() as effort:
 
-async def _send_503(send: Send, exc: OverloadedError) -> None:
-    body = orjson.dumps({"error": exc.to_dict()})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": exc.http_status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"retry-after", str(exc.extra["retry_after"]).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+            def release() -> None:
+                nonlocal released
+                if not released:
+                    released = True
+                    self.admission.release(ticket, effort.tokens)
+
+            async def sending(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    release()  # from here on only the client is waited for
+                await send(message)
+
+            try:
+                await self.app(scope, receive, sending)
+            finally:
+                release()

@@ -20,14 +20,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
-from ..admission import Admission
 from ..errors import AuthError, InsufficientStorageError, SCDBError
-from ..ratelimit import limited
 from ..schemas import AegisQuery, IngestRequest
 from ..service import Service
 from ..types import Principal
 from .admission import AdmissionMiddleware
-from .body import BodyLimitMiddleware, parse_json
+from .body import parse_json
+from .gate import authenticate_request
 from .openapi import ERROR_RESPONSES, body_schema, install_openapi
 from .routes_admin import register_admin
 from .routes_docs import register_docs
@@ -85,11 +84,8 @@ def create_app(svc: Service) -> FastAPI:
     )
     app.state.svc = svc
     s = svc.settings
-    app.add_middleware(BodyLimitMiddleware, max_bytes=s.max_body_bytes)
-    # Outside the body limit: a queued or refused request has read no body.
-    app.add_middleware(
-        AdmissionMiddleware, admission=Admission.from_settings(s), metrics=svc.metrics
-    )
+    # Key lookup, then the whole body (size limit, minimum rate), then a fair slot.
+    app.add_middleware(AdmissionMiddleware, svc=svc)
     origins = [o.strip() for o in s.cors_origins.split(",") if o.strip()]
     if origins:  # CORS is off unless configured
         from fastapi.middleware.cors import CORSMiddleware
@@ -193,34 +189,8 @@ def create_app(svc: Service) -> FastAPI:
         request: Request,
         authorization: str | None = Header(default=None, include_in_schema=False),
     ) -> Principal:
-        ip = request.client.host if request.client else "unknown"
-        lim = svc.limiter
-
-        async def call(fn: Callable[..., float], *args: Any) -> float:
-            # A shared store is a network round trip: keep it off the event loop.
-            return await run_in_threadpool(fn, *args) if lim.remote else fn(*args)
-
-        if s.rate_ip_rps > 0:
-            wait = await call(lim.take, f"ip:{ip}", s.rate_ip_rps, s.rate_ip_burst)
-            if wait:
-                raise limited(wait, "per client")
-        fail_rate = s.rate_auth_fail_per_min / 60
-        if fail_rate > 0:
-            wait = await call(lim.peek, f"authfail:{ip}", fail_rate, s.rate_auth_fail_per_min)
-            if wait:  # too many bad keys from here: refuse before looking anything up
-                raise limited(wait, "failed authentications")
-        try:
-            p = await run_in_threadpool(svc.authenticate, authorization)
-        except AuthError:
-            if fail_rate > 0:
-                await call(lim.take, f"authfail:{ip}", fail_rate, s.rate_auth_fail_per_min)
-            raise
-        if s.rate_key_rps > 0:
-            wait = await call(lim.take, f"key:{p.id}", s.rate_key_rps, s.rate_key_burst)
-            if wait:
-                raise limited(wait, "per key")
-        request.state.principal = p.name
-        return p
+        # Once per request: admission control has usually looked the key up already.
+        return await authenticate_request(svc, request.scope)
 
     async def body_of(request: Request) -> Any:
         return parse_json(await request.body(), s.max_json_depth)

@@ -51,6 +51,7 @@ def serve(
     import uvicorn
 
     from ..api.app import create_app
+    from ..api.transport import uvicorn_config
     from ..service import Service
     from ..settings import Settings
 
@@ -97,13 +98,7 @@ def serve(
 
         freeze_heap()  # the open Service's objects: out of every later full collection's walk
         typer.echo(f"SuperChargeDB listening on http://{host}:{port} (data: {data})")
-        uvicorn.run(
-            create_app(svc),
-            host=host,
-            port=port,
-            log_level="warning",
-            timeout_keep_alive=int(settings.keepalive_s),
-        )
+        uvicorn.Server(uvicorn_config(create_app(svc), settings)).run()
     finally:
         if memlog is not None:
             memlog.stop()

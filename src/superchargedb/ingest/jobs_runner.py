@@ -20,6 +20,7 @@ from .. import faults
 from ..auth.principals import row_to_principal
 from ..errors import SCDBError
 from ..storage.jobs import Job, JobQueue, LeaseLost
+from . import deferred
 from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, derive
 from .prepare import Prepared
 
@@ -109,6 +110,11 @@ class JobRunner:
                 log.debug("heartbeat failed", exc_info=True)
 
     def _run(self, job: Job) -> None:
+        if job.kind == deferred.KIND:  # text past a request's chunk budget: embed and store
+            prepared, mode = deferred.prepared_of(job)
+            self.ingestor._chunk_and_embed(self.ingestor._skip_known(prepared))
+            self._store(job, prepared, mode)
+            return
         ing = self.ingestor
         svc = ing.svc
         pl: dict[str, Any] = job.payload
@@ -144,6 +150,12 @@ class JobRunner:
                 )
             )
         ing._chunk_and_embed(prepared)
+        self._store(job, prepared, "replace")
+
+    def _store(self, job: Job, prepared: list[Prepared], mode: str) -> None:
+        """Write a job's embedded Units and complete it, in one transaction under the lease."""
+        ing = self.ingestor
+        svc = ing.svc
         faults.point("jobs.after_embed")
         row = (
             svc.catalog.reader()
@@ -152,6 +164,7 @@ class JobRunner:
         )
         if row is None:
             raise DerivationError("the principal that queued this job no longer exists")
+        pl = job.payload  # the key that queued the job, for the audit record
         principal = replace(
             row_to_principal(row), key_id=pl.get("key_id"), key_issuer=pl.get("key_issuer")
         )
@@ -161,7 +174,7 @@ class JobRunner:
                     conn,
                     principal,
                     prepared,
-                    "replace",
+                    mode,
                     check_quota=False,
                     action="ingest.derived",
                 )

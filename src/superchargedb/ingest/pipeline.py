@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from .. import faults
+from .. import effort, faults
 from ..auth import acl
 from ..auth.scopes import check_scope, within_any
 from ..errors import (
@@ -32,7 +32,7 @@ from ..errors import (
 from ..storage import audit
 from ..storage import units as units_sql
 from ..types import TIER_PLANES, TIERS, Principal
-from . import objects_in
+from . import deferred, objects_in
 from .chunking import chunk_text
 from .prepare import Prepared, chunk_prepared, declared_plane, error_result, prepare_unit
 
@@ -119,7 +119,12 @@ class Ingestor:
         self.svc.check_media_caps(principal, {pl for _, planes in media.values() for pl in planes})
         texts = [p for p in prepared if p.index not in media]
         jobs = [p for p in prepared if p.index in media]
-        self._chunk_and_embed(self._skip_known(texts))
+        fresh = self._skip_known(texts)
+        self._chunk(fresh)
+        # Past the request's chunk budget the largest documents are embedded by jobs.
+        texts, later = deferred.split(texts, s.ingest_max_chunks)
+        put_off = {id(p) for doc in later for p in doc}
+        self._chunk_and_embed([p for p in fresh if id(p) not in put_off])
         with self.svc.catalog.write_lock():
             with self.svc.catalog.write() as conn:
                 refused = self._admit(conn, principal, prepared)
@@ -128,15 +133,22 @@ class Ingestor:
                 prepared = [p for p in prepared if p.index not in refused]
                 texts = [p for p in texts if p.index not in refused]
                 jobs = [p for p in jobs if p.index not in refused]
+                later = [
+                    d for d in ([p for p in doc if p.index not in refused] for doc in later) if d
+                ]
                 self.svc.check_blobs_kept(prepared)
                 self._check_quota(conn, principal, prepared)
                 faults.point("ingest.quota.after_check")
                 outcomes = self._write(conn, principal, texts, mode, check_quota=False)
                 queued = [self._enqueue(conn, principal, p, media[p.index][0]) for p in jobs]
+                for doc in later:
+                    job = deferred.enqueue(self, conn, principal, doc, mode)
+                    for p in doc:
+                        results[p.index] = job
             faults.point("ingest.after_commit")
             self.svc.sync.apply_pending()
             faults.point("ingest.after_apply")
-        if queued:
+        if queued or later:
             self.svc.jobs_wakeup()
         ingested = 0
         for p, out in zip(texts, outcomes, strict=True):
@@ -287,25 +299,31 @@ class Ingestor:
             if not units_sql.find_by_key(conn, p.scope, p.doc_id, p.acl_owner, p.content_hash)
         ]
 
-    def _chunk_and_embed(self, prepared: list[Prepared]) -> None:
+    def _chunk(self, prepared: list[Prepared]) -> None:
         s = self.svc.settings
-        emb = self.svc.embedder
         for p in prepared:
+            if p.chunks:  # chunked already (the request's chunk budget counted them)
+                continue
             kind: Literal["prose", "lines"] = "lines" if p.modality in ("code", "log") else "prose"
             chunks = chunk_text(
                 p.text,
-                emb,
+                self.svc.embedder,
                 max_tokens=s.chunk_tokens,
                 overlap_tokens=s.chunk_overlap_tokens,
                 kind=kind,
             )
             chunk_prepared(p, chunks)
+
+    def _chunk_and_embed(self, prepared: list[Prepared]) -> None:
+        emb = self.svc.embedder
+        self._chunk(prepared)
         # Chunks after the first are embedded with the document's title line (context).
         texts = [
             f"{p.context}\n{t}" if p.context and ci > 0 else t
             for p in prepared
             for ci, (t, _) in enumerate(p.chunks)
         ]
+        effort.charge_tokens(sum(map(emb.count_tokens, texts)))  # admission judges per token
         vecs = emb.embed(texts) if texts else np.zeros((0, emb.dim), np.float32)
         i = 0
         for p in prepared:

@@ -1,0 +1,79 @@
+"""Who is asking: the per-address checks, then the key lookup, once per request.
+
+Admission control (``api/admission.py``) needs the principal before it hands out a slot, and the
+route dependency needs it again; both call ``authenticate_request``, which does the work once and
+keeps the result in the request's state. The order is the brute-force defence: the per-address
+rate limit and the failed-authentication lockout run before the catalog is touched, and a
+failed lookup drains the lockout bucket. The address is the connection's peer, or what a trusted
+proxy forwarded (``api/transport.py``), never a header from anyone else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.types import Scope
+
+from ..errors import AuthError
+from ..ratelimit import limited
+from ..service import Service
+from ..types import Principal
+
+STATE_KEY = "scdb_principal"
+
+
+def client_address(scope: Scope) -> str:
+    client = scope.get("client")
+    return client[0] if client else "unknown"
+
+
+def authorization_of(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            return value.decode("latin-1")
+    return None
+
+
+async def authenticate_request(svc: Service, scope: Scope) -> Principal:
+    """The request's principal, or AuthError / RateLimitedError; the lookup runs once."""
+    state = scope.setdefault("state", {})
+    done = state.get(STATE_KEY)
+    if done is not None:
+        return done
+    s = svc.settings
+    ip = client_address(scope)
+    lim = svc.limiter
+
+    async def call(fn: Callable[..., float], *args: Any) -> float:
+        # A shared store is a network round trip: keep it off the event loop.
+        return await run_in_threadpool(fn, *args) if lim.remote else fn(*args)
+
+    if s.rate_ip_rps > 0:
+        wait = await call(lim.take, f"ip:{ip}", s.rate_ip_rps, s.rate_ip_burst)
+        if wait:
+            raise limited(wait, "per client")
+    fail_rate = s.rate_auth_fail_per_min / 60
+    if fail_rate > 0:
+        wait = await call(lim.peek, f"authfail:{ip}", fail_rate, s.rate_auth_fail_per_min)
+        if wait:  # too many bad keys from here: refuse before looking anything up
+            raise limited(wait, "failed authentications")
+    try:
+        p = await run_in_threadpool(svc.authenticate, authorization_of(scope))
+    except AuthError:
+        if fail_rate > 0:
+            await call(lim.take, f"authfail:{ip}", fail_rate, s.rate_auth_fail_per_min)
+        raise
+    if s.rate_key_rps > 0:
+        wait = await call(lim.take, f"key:{p.id}", s.rate_key_rps, s.rate_key_burst)
+        if wait:
+            raise limited(wait, "per key")
+    state[STATE_KEY] = p
+    state["principal"] = p.name  # read by the access log and usage metering
+    return p
+
+
+def tenant_of(p: Principal) -> str:
+    """A principal's tenant: the root of its active scope (``acme`` for ``acme/eng``)."""
+    return p.active_scope.split("/", 1)[0]
