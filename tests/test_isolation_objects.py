@@ -77,6 +77,8 @@ class Oracle:
         mine = self.objs.get((key, p.name))
         if mine is not None and not if_match:
             return 409  # immutable without the ETag of the caller's *own* object
+        if mine is None and not groups <= p.groups:
+            return 403  # a new object is shared only with the writer's own groups
         self.seq += 1
         if mine is not None:  # a replace keeps the object's scope and groups
             mine.body, mine.seq = body, self.seq

@@ -96,11 +96,12 @@ class ObjectsMixin:
         mine = self._own_object(self.catalog.reader(), principal, key)
         if mine is not None:
             self._check_if_match(mine, if_match)  # before the body is stored; again under lock
-        old_groups = json.loads(mine["acl_groups"]) if mine is not None else []
-        if not acl.may_add_groups(principal, old_groups, groups):
+        # A new object may be shared only with the caller's own groups (a replace keeps the
+        # object's groups, so it adds none).
+        if mine is None and not acl.may_add_groups(principal, (), groups):
             raise GroupForbiddenError(
                 "you may share an object only with groups you belong to",
-                groups=sorted(set(groups) - set(old_groups) - set(principal.groups)),
+                groups=sorted(set(groups) - set(principal.groups)),
             )
         staged = self.blobs.stage(chunks, self.settings.max_object_bytes)
         try:
