@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import flood  # noqa: E402
 
 SETTINGS: dict[str, Any] = {
+    "metrics_token": "tok",  # the tests read the admission gauges
     "inflight_search": 2,
     "inflight_answer": 1,
     "inflight_ingest": 1,
@@ -70,7 +71,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[d
 
 
 def gauge(url: str) -> dict[tuple[str, str], float]:
-    text = httpx.get(url + "/metrics").text
+    text = httpx.get(url + "/metrics", headers={"Authorization": "Bearer tok"}).text
     pat = r'scdb_admission\{class="(\w+)",state="(\w+)"\} ([0-9.e+-]+)'
     return {(c, s): float(v) for c, s, v in re.findall(pat, text)}
 
@@ -200,6 +201,7 @@ def test_one_tenant_flooding_every_class_does_not_503_another(world):
 
 
 LONG_SETTINGS: dict[str, Any] = {
+    "metrics_token": "tok",
     "inflight_ingest": 2,
     "queue_ingest": 8,
     "queue_wait_s": 1.0,
