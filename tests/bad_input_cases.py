@@ -721,7 +721,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
             "PUT",
             f"/v1/objects/{SCOPE}/grp-" + str(abs(hash(s)) % 10**8) + ".txt?acl_groups=" + quote(s),
             content=b"group payload",
-            headers={**ALICE, "Content-Type": "text/plain"},
+            headers={**GROUPER, "Content-Type": "text/plain"},  # a member of the odd groups
             status=201,
         ),
         "stored:object",
