@@ -22,6 +22,7 @@ from .. import __version__
 from ..admission import Admission
 from ..auth.scopes import SCOPE_PATTERN
 from ..errors import AuthError, InsufficientStorageError, SCDBError
+from ..preview import Previews
 from ..ratelimit import limited
 from ..schemas import AegisQuery, IngestRequest
 from ..service import Service
@@ -42,6 +43,9 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+# A preview is drawn for one authorized caller: no shared cache may keep it, and the browser
+# asks again each time (an ACL change applies at once; the server's render cache makes it cheap).
+PREVIEW_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
 
 
 def _json_default(o: Any) -> Any:
@@ -335,6 +339,8 @@ def create_app(svc: Service) -> FastAPI:
     async def get_unit(unit_id: str, p: Principal = Depends(principal)) -> Any:
         return await run_in_threadpool(svc.get_unit, p, unit_id)
 
+    previews = app.state.previews = Previews(s)
+
     @app.get(
         "/v1/units/{unit_id}/preview",
         tags=["units"],
@@ -345,8 +351,9 @@ def create_app(svc: Service) -> FastAPI:
         response_class=Response,
     )
     async def unit_preview(unit_id: str, p: Principal = Depends(principal)) -> Response:
-        png = await run_in_threadpool(svc.unit_preview, p, unit_id)
-        return Response(png, media_type="image/png")
+        src = await run_in_threadpool(svc.preview_source, p, unit_id)  # authorized first
+        png = await previews.png(p.name, src)
+        return Response(png, media_type="image/png", headers=PREVIEW_HEADERS)
 
     @app.delete(
         "/v1/units/{unit_id}",
