@@ -345,7 +345,7 @@ def create_app(svc: Service) -> FastAPI:
         "/v1/units/{unit_id}/preview",
         tags=["units"],
         responses={
-            **ERROR_RESPONSES.subset(401, 403, 404, 422),
+            **ERROR_RESPONSES.subset(401, 403, 404, 422, 503),
             200: {"content": {"image/png": {}}, "description": "PNG"},
         },
         response_class=Response,
