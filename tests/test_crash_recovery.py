@@ -14,8 +14,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,6 +103,51 @@ def test_point_kills_on_the_nth_hit_and_marks_where(tmp_path: Path) -> None:
     assert p.returncode == -signal.SIGKILL, p.stderr
     assert p.stdout == "first hit survived\n"
     assert mark.read_text() == "audit.after_head"
+
+
+def test_every_job_run_heartbeats_by_construction(
+    tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heartbeat point is a step of every job's run, not a race with its timer: with a lease
+    so long that the timer never fires (first beat after 200 s), a job that takes well under a
+    second still renews its lease once, after its derivation (the crash harness relies on it to
+    reach ``jobs.heartbeat.after_update`` on an idle machine)."""
+    from fastapi.testclient import TestClient
+
+    from conftest import ALICE, make_service
+    from superchargedb.api.app import create_app
+    from superchargedb.demo import seed_principals
+    from superchargedb.ingest.derive import MediaLimits
+    from superchargedb.ingest.jobs_runner import JobRunner
+    from test_media_ingest import make_pdf
+
+    svc = make_service(tmp_path / "data", embedder, job_workers=0, job_lease_s=600)
+    try:
+        seed_principals(svc)
+        with TestClient(create_app(svc)) as c:
+            key = "acme/alpha/backend/hb.pdf"
+            hdr = {**ALICE, "Content-Type": "application/pdf"}
+            assert c.put(f"/v1/objects/{key}", headers=hdr, content=make_pdf()).status_code == 201
+            unit = {"source_uri": key, "mime": "application/pdf"}
+            res = c.post("/v1/ingest", headers=ALICE, json={"units": [unit]}).json()["results"][0]
+            assert res["status"] == "queued", res
+            seen: list[tuple[str, int]] = []
+            beat = svc.jobs.heartbeat
+
+            def heartbeat(job: Any, progress: float) -> None:
+                seen.append((threading.current_thread().name, job.attempts))
+                beat(job, progress)
+
+            monkeypatch.setattr(svc.jobs, "heartbeat", heartbeat)
+            monkeypatch.setattr(faults, "POINTS", set())
+            runner = JobRunner(svc.ingestor, svc.jobs, MediaLimits(timeout_s=60))
+            assert runner.run_once()
+            assert seen == [(threading.current_thread().name, 1)]  # inline, not the timer
+            assert "jobs.heartbeat.after_update" in faults.POINTS
+            job = c.get(f"/v1/jobs/{res['job_id']}", headers=ALICE).json()
+            assert job["state"] == "done" and job["progress"] == 1.0, job
+    finally:
+        svc.close()
 
 
 @pytest.mark.slow

@@ -1,5 +1,12 @@
 """``GET /v1/units/{id}/preview``: the PDF page or image with the Unit's box drawn on it.
 
+A request is served in three steps, in this order: the service resolves the Unit for the caller
+(``Service.preview_source``: the same 404 as a missing id when the caller may not read it), the
+rendering cache is asked (``preview_cache``: keyed by blob, page, box and size, never by who
+asks), and only on a miss is it rendered, under the caller's share of the render slots
+(``preview_gate``). ``Previews.png`` takes a ``PreviewSource``, which only the authorization
+step makes, so nothing cached is served before that check.
+
 Rendering runs in a subprocess with a memory limit and a timeout (a hostile PDF can crash only
 that process, DECISIONS 42); it prints the PNG to stdout.
 """
@@ -12,12 +19,64 @@ import os
 import resource
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UnavailableError, ValidationError
+from .preview_cache import RenderCache
+from .preview_gate import RenderGate
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 MAX_SIDE = 1600  # pixels of the longer side of a preview
+
+
+@dataclass(frozen=True)
+class PreviewSource:
+    """What a caller, already authorized for the Unit, may see drawn: its blob and locator."""
+
+    blob: Path
+    sha256: str
+    mime: str  # "application/pdf" or "image"
+    locator: dict[str, Any] | None
+
+    def render_key(self) -> tuple[Any, ...]:
+        """Everything the picture depends on (blob, page, box, size) and nothing else."""
+        loc = self.locator or {}
+        box = loc.get("box") if loc.get("kind") == "bbox" else None
+        page = int(loc.get("page") or 1) if self.mime == "application/pdf" else 1
+        return (self.sha256, self.mime, page, tuple(map(float, box)) if box else None, MAX_SIDE)
+
+
+class Previews:
+    """The rendering cache and the render slots of one server."""
+
+    def __init__(self, settings: Settings) -> None:
+        s = settings
+        self.cache = RenderCache(s.preview_cache_max_bytes)
+        self.gate = RenderGate(
+            s.preview_renders, s.preview_renders_per_principal, s.preview_queue, s.preview_wait_s
+        )
+        self.memory_mb = s.media_memory_mb
+
+    async def png(self, who: str, src: PreviewSource) -> bytes:
+        """The PNG for an authorized caller ``who`` (a principal's name)."""
+        key = src.render_key()
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        return await self.gate.run(who, lambda: self._render(key, src))
+
+    def _render(self, key: tuple[Any, ...], src: PreviewSource) -> bytes:
+        """In a worker thread, holding a render slot."""
+        hit = self.cache.get(key)  # rendered for someone else while this one waited
+        if hit is not None:
+            return hit
+        png = render_preview(src.blob, src.mime, src.locator, memory_mb=self.memory_mb)
+        self.cache.put(key, png)
+        return png
 
 
 def render_preview(

@@ -41,6 +41,7 @@ from .metrics import Metrics
 from .models.embedder import Embedder, make_embedder
 from .models.executor import EmbedExecutor
 from .objects_service import ObjectsMixin
+from .preview import PreviewSource
 from .ratelimit import RedisLimiter, make_limiter
 from .schemas import AegisQuery
 from .search.cache import ResultCache, cache_key
@@ -522,10 +523,10 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
             raise NotFoundError("unit not found")
         return unit_dict(row)
 
-    def unit_preview(self, principal: Principal, unit_id: str) -> bytes:
-        """A PNG of the page or image a doc_visual / visual Unit came from, its box drawn."""
-        from .preview import render_preview
-
+    def preview_source(self, principal: Principal, unit_id: str) -> PreviewSource:
+        """What a preview of the Unit draws, for a caller who may read it (else the same 404
+        as a missing id): the page or image a doc_visual / visual Unit came from, and its box.
+        The only way to a ``PreviewSource``, so a cached rendering is never served unchecked."""
         if not principal.has("read"):
             raise ForbiddenError("the read permission is required")
         row = self._visible_row(principal, unit_id)
@@ -541,9 +542,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
             head = f.read(8)
         mime = "application/pdf" if head.startswith(b"%PDF") else "image"
         loc = Locator.from_row(row)
-        return render_preview(
-            blob, mime, loc.to_dict() if loc else None, memory_mb=self.settings.media_memory_mb
-        )
+        return PreviewSource(blob, str(row["object_sha"]), mime, loc.to_dict() if loc else None)
 
     def delete_unit(self, principal: Principal, unit_id: str) -> dict[str, Any]:
         if not principal.has("write"):

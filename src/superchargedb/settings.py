@@ -166,6 +166,16 @@ class Settings(BaseSettings):
     # The dense leg's readable-id arrays (8 bytes an id; an entry may take a quarter of it, so
     # a 10 % filter at 1M Units, 0.8 MB, fits many times over).
     candidate_cache_max_bytes: int = 128 * 1024 * 1024
+    # Rendered Unit previews (preview_cache.py), shared by everyone who may read the Unit.
+    preview_cache_max_bytes: int = Field(default=32 * 1024 * 1024, ge=0)
+
+    # Unit preview rendering (preview_gate.py): renders in flight on the server and per
+    # principal; a principal's further requests wait (at most preview_queue of them, at most
+    # preview_wait_s), then 503 `overloaded`.
+    preview_renders: int = Field(default=2, ge=1)
+    preview_renders_per_principal: int = Field(default=1, ge=1)
+    preview_queue: int = Field(default=2, ge=0)
+    preview_wait_s: float = Field(default=2.0, ge=0)
 
     # Durability (DECISIONS 45)
     sqlite_synchronous: str = Field(default="FULL", pattern="^(FULL|NORMAL)$")

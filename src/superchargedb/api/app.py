@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..errors import AuthError, InsufficientStorageError, SCDBError
+from ..preview import Previews
 from ..schemas import AegisQuery, IngestRequest
 from ..service import Service
 from ..types import Principal
@@ -43,6 +44,9 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+# A preview is drawn for one authorized caller: no shared cache may keep it, and the browser
+# asks again each time (an ACL change applies at once; the server's render cache makes it cheap).
+PREVIEW_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
 
 
 def _json_default(o: Any) -> Any:
@@ -307,11 +311,13 @@ def create_app(svc: Service) -> FastAPI:
     ) -> Any:
         return await run_in_threadpool(svc.get_unit, narrowed(svc, p, scope), unit_id)
 
+    previews = app.state.previews = Previews(s)
+
     @app.get(
         "/v1/units/{unit_id}/preview",
         tags=["units"],
         responses={
-            **ERROR_RESPONSES.subset(401, 403, 404, 422),
+            **ERROR_RESPONSES.subset(401, 403, 404, 422, 503),
             200: {"content": {"image/png": {}}, "description": "PNG"},
         },
         response_class=Response,
@@ -321,8 +327,10 @@ def create_app(svc: Service) -> FastAPI:
         p: Principal = Depends(principal),
         scope: str | None = Depends(request_scope),
     ) -> Response:
-        png = await run_in_threadpool(svc.unit_preview, narrowed(svc, p, scope), unit_id)
-        return Response(png, media_type="image/png")
+        # Authorized first: only then is the rendering cache consulted.
+        src = await run_in_threadpool(svc.preview_source, narrowed(svc, p, scope), unit_id)
+        png = await previews.png(p.name, src)
+        return Response(png, media_type="image/png", headers=PREVIEW_HEADERS)
 
     @app.delete(
         "/v1/units/{unit_id}",

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+PROGRESS_DERIVED = 0.5  # the progress a running job reports (derivation is most of the work)
+
 
 def options_from(settings: Any) -> DeriveOptions:
     """Engine options from the settings (threads, ASR model, an optional HTTP captioner)."""
@@ -103,11 +105,18 @@ class JobRunner:
         interval = max(1.0, self.queue.lease_ms / 3000)
         while not stop.wait(interval):
             try:
-                self.queue.heartbeat(job, 0.5)
+                self._renew(job)
             except LeaseLost:
                 return
-            except Exception:  # a missed heartbeat only risks a takeover, which is safe
-                log.debug("heartbeat failed", exc_info=True)
+
+    def _renew(self, job: Job) -> None:
+        """Extend the lease; raises LeaseLost once another worker owns the job."""
+        try:
+            self.queue.heartbeat(job, PROGRESS_DERIVED)
+        except LeaseLost:
+            raise
+        except Exception:  # a missed heartbeat only risks a takeover, which is safe
+            log.debug("heartbeat failed", exc_info=True)
 
     def _run(self, job: Job) -> None:
         if job.kind == deferred.KIND:  # text past a request's chunk budget: embed and store
@@ -121,6 +130,10 @@ class JobRunner:
         blob = svc.blobs.path(pl["sha256"])
         derived = derive(blob, pl["mime"], pl["modality"], limits=self.limits, options=self.options)
         faults.point("jobs.after_derive")
+        # Every derivation that returns renews the lease, not only the timer: a job taken over
+        # during a long derivation stops here (LeaseLost) instead of embedding for nothing, and
+        # the renewal is a step of every run, not a race against the clock.
+        self._renew(job)
         if not derived:
             raise DerivationError("nothing could be derived from the object")
         prepared = []
