@@ -51,10 +51,10 @@ def test_load_bench_smoke(tmp_path: Path) -> None:
         sys.executable, str(SCRIPT), "--levels", "1,4", "--level-seconds", "4",
         "--overload-seconds", "15", "--scifact-docs", "40", "--principals", "2",
         "--rss-interval", "1", "--memory-log-interval", "1", "--out", str(out),
-        "--server-env", "SCDB_INFLIGHT_SEARCH=1", "--server-env", "SCDB_QUEUE_SEARCH=1",
+        "--server-env", "SCDB_INFLIGHT_SEARCH=1", "--server-env", "SCDB_QUEUE_SEARCH=0",
         "--server-env", "SCDB_INFLIGHT_ANSWER=1", "--server-env", "SCDB_QUEUE_ANSWER=0",
         "--server-env", "SCDB_QUEUE_WAIT_S=0.5",
-        "--server-env", "SCDB_RATE_KEY_RPS=1", "--server-env", "SCDB_RATE_KEY_BURST=2",
+        "--server-env", "SCDB_RATE_KEY_RPS=4", "--server-env", "SCDB_RATE_KEY_BURST=2",
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -82,7 +82,8 @@ def test_load_bench_smoke(tmp_path: Path) -> None:
             assert 0 < r["latency_shed_ms"]["p50"] <= r["latency_shed_ms"]["max"]
         assert r["probe_ms"]["p50"] is not None and r["probe_ms"]["p50"] > 0
         assert r["error_types"] == {}
-    # The tight limits make both refusals happen; every one of them said when to come back.
+    # The tight limits make both refusals happen (a rate-limited request no longer takes a
+    # slot, so the slots themselves are one with no queue); each said when to come back.
     statuses = [r["statuses"] for r in rows]
     assert sum(s.get("429", 0) for s in statuses) > 0
     assert sum(s.get("503", 0) for s in statuses) > 0
