@@ -9,54 +9,11 @@ then asks here, so holding a key grants nothing. Bounded in bytes (least recentl
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Hashable
+from .lru import BytesLRU
 
 
-class RenderCache:
-    """LRU of rendered PNGs, bounded by the sum of their sizes; ``max_bytes`` 0 turns it off."""
+class RenderCache(BytesLRU):
+    """Rendered PNGs keyed by (blob sha256, mime, page, box, size); ``max_bytes`` 0: off."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._data: OrderedDict[Hashable, bytes] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    @property
-    def nbytes(self) -> int:
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def get(self, key: Hashable) -> bytes | None:
-        with self._lock:
-            png = self._data.get(key)
-            if png is None:
-                self.misses += 1
-                return None
-            self._data.move_to_end(key)
-            self.hits += 1
-            return png
-
-    def put(self, key: Hashable, png: bytes) -> None:
-        # One huge page must not flush everything else: an entry takes at most a quarter.
-        if self.max_bytes <= 0 or len(png) > self.max_bytes // 4:
-            return
-        with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._bytes -= len(old)
-            self._data[key] = png
-            self._bytes += len(png)
-            while self._bytes > self.max_bytes and self._data:
-                _, ev = self._data.popitem(last=False)
-                self._bytes -= len(ev)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self._bytes = 0
+    get = BytesLRU.get_bytes
+    put = BytesLRU.put_bytes

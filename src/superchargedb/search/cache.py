@@ -10,13 +10,12 @@ generations of the written scope and its ancestors inside its transaction, so a 
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from typing import Any
 
 import orjson
 
 from ..auth import scopes as scopes_mod
+from ..lru import BytesLRU
 from ..types import Principal
 
 
@@ -46,34 +45,12 @@ def cache_key(
     return hashlib.sha256(orjson.dumps(material, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-class ResultCache:
-    """LRU bounded by the serialized size of its values."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._data: OrderedDict[str, bytes] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    @property
-    def nbytes(self) -> int:
-        """Serialized bytes held (at most ``max_bytes``)."""
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._data)
+class ResultCache(BytesLRU):
+    """Serialized responses, bounded by their serialized size."""
 
     def get(self, key: str) -> Any | None:
-        with self._lock:
-            raw = self._data.get(key)
-            if raw is None:
-                self.misses += 1
-                return None
-            self._data.move_to_end(key)
-            self.hits += 1
-        return orjson.loads(raw)
+        raw = self.get_bytes(key)
+        return None if raw is None else orjson.loads(raw)
 
     def put(self, key: str, value: Any) -> None:
         if self.max_bytes <= 0:  # caching off: do not serialize for nothing
@@ -81,20 +58,4 @@ class ResultCache:
         # orjson's output keeps the buffer it grew while writing, several times its length
         # (measured: 190 KB held for 20 KB of JSON); the bound counts len(raw), so keep an
         # exact-size copy, or the cache holds several times its bound.
-        raw = bytes(memoryview(orjson.dumps(value)))
-        if len(raw) > self.max_bytes // 4:
-            return
-        with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._bytes -= len(old)
-            self._data[key] = raw
-            self._bytes += len(raw)
-            while self._bytes > self.max_bytes and self._data:
-                _, ev = self._data.popitem(last=False)
-                self._bytes -= len(ev)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self._bytes = 0
+        self.put_bytes(key, bytes(memoryview(orjson.dumps(value))))
