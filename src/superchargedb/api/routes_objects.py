@@ -90,9 +90,8 @@ def register_objects(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
                 svc.put_object, p, key, chunks(), content_type, scope, groups, if_match
             )
 
-    @app.api_route(
+    @app.get(
         "/v1/objects/{key:path}",
-        methods=["GET", "HEAD"],
         tags=["objects"],
         responses={
             **ERROR_RESPONSES.subset(401, 403, 404),
@@ -102,16 +101,32 @@ def register_objects(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
     )
     async def get_object(
         key: str,
-        request: Request,
         p: Principal = Depends(principal),
         scope: str | None = Depends(request_scope),
         range_: str | None = Header(default=None, alias="Range"),
         if_none_match: str | None = Header(default=None),
     ) -> Response:
-        # HEAD is GET's status and headers without the body (RFC 9110 9.3.2).
         row = await run_in_threadpool(svc.object_for_read, narrowed(svc, p, scope), key)
-        body = request.method != "HEAD"
-        return _object_response(svc, key, row, range_, if_none_match, body=body)
+        return _object_response(svc, key, row, range_, if_none_match, body=True)
+
+    @app.head(
+        "/v1/objects/{key:path}",
+        tags=["objects"],
+        responses={
+            **ERROR_RESPONSES.subset(401, 403, 404),
+            206: {"description": "Partial"},
+            416: {"description": "Range not satisfiable"},
+        },
+    )
+    async def head_object(
+        key: str,
+        p: Principal = Depends(principal),
+        scope: str | None = Depends(request_scope),
+        range_: str | None = Header(default=None, alias="Range"),
+        if_none_match: str | None = Header(default=None),
+    ) -> Response:
+        row = await run_in_threadpool(svc.object_for_read, narrowed(svc, p, scope), key)
+        return _object_response(svc, key, row, range_, if_none_match, body=False)
 
     @app.delete(
         "/v1/objects/{key:path}",
