@@ -25,6 +25,12 @@ FILTERS = ("scope/100%", "scope/10%", "scope/1%", "acl/10%", "acl/1%")
 pytestmark = pytest.mark.skipif(not (EVAL / "scifact").is_dir(), reason="eval data not present")
 
 
+@pytest.fixture(autouse=True)
+def _plots_need_matplotlib() -> None:
+    # The report's plots need the bench extra: bash scripts/install_bench.sh
+    pytest.importorskip("matplotlib", reason="needs the bench extra: bash scripts/install_bench.sh")
+
+
 def test_scale_smoke(tmp_path: Path) -> None:
     out = tmp_path / "out"
     cmd = [
