@@ -10,7 +10,7 @@ Range, If-None-Match, HEAD, look-alike keys), jobs/:id, docs and units listings,
 server must return exactly the readable set, no marker of anything else anywhere in the body,
 and for what is invisible the same bytes as for what does not exist. The result cache is
 exercised in both orders. Test-only mutation switches prove each path's check catches the
-classic bugs.
+classic bugs (tests/isolation_mutations.py, injected by monkeypatch).
 
 SCDB_ISOLATION_EXAMPLES sets the number of generated worlds (CI default 50);
 SCDB_ISOLATION_REPORT=path writes the counts as JSON (bench/results/isolation.md).
@@ -30,9 +30,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from isolation_checks import ALL_PATHS, STATS, EchoLLM
 from isolation_model import MemoEmbedder, worlds
+from isolation_mutations import inject
 from isolation_world import Harness, build
-from superchargedb.auth import acl
-from superchargedb.auth import scopes as scopes_mod
 
 EXAMPLES = int(os.environ.get("SCDB_ISOLATION_EXAMPLES", "50"))
 
@@ -90,19 +89,6 @@ def test_isolation_property(tmp_path_factory, memo_embedder, echo_llm, spec):
     STATS["seconds"] += round(time.perf_counter() - t0, 3)
 
 
-def _destroy_by_acl_alone(principal: Any, unit: Any) -> bool:
-    """The old rule: the ACL decides, the read permission is forgotten."""
-    if not scopes_mod.within_any(str(unit["scope"]), principal.scopes):
-        return False
-    return unit["acl_owner"] == principal.name or bool(acl.unit_groups(unit) & principal.groups)
-
-
-# Bugs in the write rules, injected by replacing the rule function (no switch in production).
-RULE_MUTATIONS: dict[str, tuple[str, Any]] = {
-    "destroy_without_read": ("may_destroy", _destroy_by_acl_alone),
-    "add_any_group": ("may_add_groups", lambda principal, old, new: True),
-}
-
 # Each injected bug (DECISIONS 50) must be caught through each path it affects, on its own: a
 # path whose check could not fail would show up here.
 MUTATION_PATHS = [
@@ -140,11 +126,7 @@ def test_mutations_are_caught(
         paths = frozenset(path.split("+"))
         run_world(tmp_path_factory.mktemp("mut"), spec, memo_embedder, echo_llm, paths)
 
-    if mutation in RULE_MUTATIONS:
-        name, bug = RULE_MUTATIONS[mutation]
-        monkeypatch.setattr(acl, name, bug)
-    else:
-        scopes_mod.MUTATIONS.add(mutation)
+    inject(monkeypatch, mutation)
     saved = STATS.copy()  # the report counts the property's own worlds only
     try:
         prop()
@@ -153,7 +135,6 @@ def test_mutations_are_caught(
     except ExceptionGroup as group:  # several distinct failures
         caught = group.subgroup(AssertionError) is not None
     finally:
-        scopes_mod.MUTATIONS.discard(mutation)
         monkeypatch.undo()
         STATS.clear()
         STATS.update(saved)

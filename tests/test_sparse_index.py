@@ -23,12 +23,13 @@ import pytest
 
 import superchargedb  # noqa: F401  (onnxruntime before usearch)
 from corpus import DISTRACTORS
+from superchargedb.readfilter import ReadFilter
 from superchargedb.schemas import AegisQuery
-from superchargedb.search.fts5_tokens import Fts5Tokenizer
-from superchargedb.search.hybrid import filter_sql
 from superchargedb.search.lexical import LexicalLeg, query_terms
 from superchargedb.storage.bulk import insert_units
 from superchargedb.storage.catalog import Catalog
+from superchargedb.storage.filter_sql import where_sql
+from superchargedb.storage.fts5_tokens import Fts5Tokenizer
 from superchargedb.storage.index_sync import IndexSync
 from superchargedb.storage.sparse import SparseIndex
 from superchargedb.storage.units import delete_rows, update_acl, uuid7
@@ -128,10 +129,11 @@ def both(
     leg = LexicalLeg("sparse", sync.lexical)
     conn = cat.reader()
     query = AegisQuery.model_validate({"q": q, **extra})
-    where, params = filter_sql(query, ["text"], scopes, who, sync.applied_seq)
+    rf = ReadFilter.of(who, scopes, ["text"], query)
+    where, params = where_sql(rf, sync.applied_seq)
     terms = query_terms(q)
-    sparse, backend = leg.search(conn, query, terms, scopes, who, ["text"], where, params, k)
-    fts = LexicalLeg._fts(conn, terms, scopes, who, where, params, k)
+    sparse, backend = leg.search(conn, rf, terms, where, params, k)
+    fts = LexicalLeg._fts(conn, terms, rf, where, params, k)
     return sparse, fts, backend
 
 
@@ -395,8 +397,9 @@ def test_dense_candidates_from_the_index(svc) -> None:
     reader = svc.authenticate(f"Bearer {key}")
     query = AegisQuery(q="glacier survey notes")
     for who, scopes in ((reader, ["acme/alpha"]), (alice, ["acme/alpha/backend"])):
-        where, params = filter_sql(query, ["text"], scopes, who, svc.sync.applied_seq)
-        from_index = svc.searcher.lexical.readable_ids(query, scopes, who, "text")
+        rf = ReadFilter.of(who, scopes, ["text"], query)
+        where, params = where_sql(rf, svc.sync.applied_seq)
+        from_index = svc.searcher.lexical.readable_ids(rf, "text")
         conn = svc.catalog.reader()
         assert from_index is not None
         assert from_index.tolist() == readable_ids(conn, where, params, "text").tolist()
@@ -437,11 +440,12 @@ def test_dense_candidates_of_one_plane_from_a_mask_over_all(svc) -> None:
     planes = ["text", "visual"]
     query = AegisQuery(q="survey frame")
     scopes = ["acme/alpha"]
-    where, params = filter_sql(query, planes, scopes, alice, svc.sync.applied_seq)
+    rf = ReadFilter.of(alice, scopes, planes, query)
+    where, params = where_sql(rf, svc.sync.applied_seq)
     sizes = []
     for plane in planes:
         want = readable_ids(conn, where, params, plane).tolist()
-        got = svc.searcher.lexical.readable_ids(query, scopes, alice, plane, planes)
+        got = svc.searcher.lexical.readable_ids(rf, plane)
         assert got is not None and got.tolist() == want, plane
         sizes.append(len(want))
     assert sizes == [12, 6]  # images are on the visual plane
@@ -460,7 +464,8 @@ def test_a_stale_index_never_shows_what_the_catalog_hides(svc) -> None:
     with svc.catalog.write() as conn:  # behind the index's back: no outbox op
         conn.execute("UPDATE units SET scope = 'acme/zeta' WHERE doc_id = 'c3'")
     query = AegisQuery(q="caravan desert oasis route")
-    stale = svc.searcher.lexical.readable_ids(query, ["acme/alpha"], alice, "text")
+    rf = ReadFilter.of(alice, ["acme/alpha"], ["text"], query)
+    stale = svc.searcher.lexical.readable_ids(rf, "text")
     hidden = svc.catalog.reader().execute("SELECT id FROM units WHERE doc_id = 'c3'").fetchone()
     assert stale is not None and hidden[0] in stale.tolist()  # the index still says readable
     for mode in ("hybrid", "lexical", "dense"):

@@ -14,10 +14,10 @@ import orjson
 
 from . import faults
 from .auth import acl
-from .auth.acl import scope_sql, visible_sql
 from .errors import ForbiddenError, GroupForbiddenError, NotFoundError, ValidationError
 from .storage import audit
 from .storage import units as units_sql
+from .storage.filter_sql import scope_sql, visible_sql
 from .types import PLANES, Principal
 
 if TYPE_CHECKING:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from .auth.acl import scope_sql
 from .auth.scopes import within_any
 from .documents import decode_cursor, encode_cursor, page_size
 from .errors import ForbiddenError, NotFoundError, ValidationError
+from .storage.filter_sql import scope_sql
 from .types import Principal
 
 if TYPE_CHECKING:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from . import faults
 from .auth import acl
-from .auth.acl import scope_sql, visible_sql
 from .auth.scopes import check_scope, within_any
 from .errors import (
     ConflictError,
@@ -31,6 +30,7 @@ from .errors import (
 from .metering import object_usage
 from .storage import audit
 from .storage import units as units_sql
+from .storage.filter_sql import scope_sql, visible_sql
 from .storage.objects import FileBlobStore, check_key
 from .storage.units import now_ms
 from .tenancy import tier_caps

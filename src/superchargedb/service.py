@@ -23,7 +23,6 @@ from .answer.providers import ChatProvider, OpenAIChatProvider
 from .answer.verify import make_checker
 from .auth import acl
 from .auth import principals as principals_mod
-from .auth.acl import scope_sql, visible_sql
 from .auth.scopes import check_scope, clamp
 from .documents import DocumentsMixin
 from .errors import (
@@ -43,6 +42,7 @@ from .models.executor import EmbedExecutor
 from .objects_service import ObjectsMixin
 from .preview import PreviewSource
 from .ratelimit import RedisLimiter, make_limiter
+from .readfilter import ReadFilter
 from .schemas import AegisQuery
 from .search.cache import ResultCache, cache_key
 from .search.hybrid import Searcher
@@ -51,6 +51,7 @@ from .settings import Settings
 from .storage import audit
 from .storage import units as units_sql
 from .storage.catalog import Catalog
+from .storage.filter_sql import scope_sql, visible_sql
 from .storage.index_sync import IndexSync
 from .storage.jobs import JobQueue
 from .storage.lock import DataDirLock
@@ -397,13 +398,11 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
     ) -> dict[str, Any]:
         """``POST /v1/answer``: the search response plus a verified, cited ``answer``."""
         t0 = time.perf_counter()
-        q, scopes, planes, gens = self._read_request(
-            principal, body, "answer", header_scope, query_scope
-        )
+        q, rf, gens = self._read_request(principal, body, "answer", header_scope, query_scope)
         key = cache_key(
             "answer",
             q.model_dump(mode="json", exclude={"stream"}),
-            scopes,
+            list(rf.scopes),
             principal,
             gens,
             f"{self.versions};{self.answerer.chain_version}",
@@ -411,8 +410,8 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         if (cached := self._cached(key, t0)) is not None:
             return cached
         trace = Trace()
-        hits, answer = self.answerer.answer(principal, q, scopes, planes, trace, t0)
-        return self._finish(key, hits, answer, trace, scopes, principal)
+        hits, answer = self.answerer.answer(q, rf, trace, t0)
+        return self._finish(key, hits, answer, trace, list(rf.scopes), principal)
 
     def _read_request(
         self,
@@ -421,9 +420,9 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         endpoint: str,
         header_scope: str | None,
         query_scope: str | None,
-    ) -> tuple[AegisQuery, list[str], list[str], dict[str, int]]:
-        """Checks in DECISIONS 6 order (403 perm, 422 body, 403 scope, 402 tier), then the
-        generations read at request start for the cache key."""
+    ) -> tuple[AegisQuery, ReadFilter, dict[str, int]]:
+        """Checks in DECISIONS 6 order (403 perm, 422 body, 403 scope, 402 tier), the request's
+        one ``ReadFilter``, then the generations read at request start for the cache key."""
         if not principal.has("read"):
             raise ForbiddenError(f"the read permission is required for /v1/{endpoint}")
         q = self.parse_query(body, endpoint)
@@ -432,9 +431,9 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
             raise UpgradeRequiredError(
                 "grounded answers are a Pro / Enterprise feature", required_tier="pro"
             )
-        planes = self.query_planes(principal, q)
+        rf = ReadFilter.of(principal, scopes, self.query_planes(principal, q), q)
         gens = units_sql.read_generations(self.catalog.reader(), scopes)
-        return q, scopes, planes, gens
+        return q, rf, gens
 
     def _cached(self, key: str, t0: float) -> dict[str, Any] | None:
         """A cached response, its trace marked as a hit with this lookup's own latency."""
@@ -487,9 +486,8 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         query_scope: str | None = None,
     ) -> dict[str, Any]:
         t0 = time.perf_counter()
-        q, scopes, planes, gens = self._read_request(
-            principal, body, "search", header_scope, query_scope
-        )
+        q, rf, gens = self._read_request(principal, body, "search", header_scope, query_scope)
+        scopes = list(rf.scopes)
         # Caching off (cache_max_bytes=0): no key to hash (0.07 ms a search).
         key = (
             cache_key("search", q.model_dump(mode="json"), scopes, principal, gens, self.versions)
@@ -499,7 +497,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         if key and (cached := self._cached(key, t0)) is not None:
             return cached
         trace = Trace()
-        hits = self.searcher.run(principal, q, scopes, planes, trace)
+        hits = self.searcher.run(q, rf, trace)
         return self._finish(key, hits, None, trace, scopes, principal)
 
     # -- units -----------------------------------------------------------------------------

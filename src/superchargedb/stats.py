@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from .auth.acl import scope_sql
 from .auth.admin import require_admin
+from .storage.filter_sql import scope_sql
 from .types import PLANES, Principal
 
 JOB_STATES = ("queued", "running", "done", "failed")

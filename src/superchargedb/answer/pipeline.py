@@ -13,7 +13,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..types import Principal, Stage, Trace
+from ..readfilter import ReadFilter
+from ..types import Stage, Trace
 from .answerability import MIN_SCORE, Rule, decide
 from .compose import Draft, Sentence, build_answer, is_refusal, refusal, split_markers
 from .context import passages_for
@@ -71,15 +72,13 @@ class Answerer:
     # -- the pipeline ------------------------------------------------------------------------
     def answer(
         self,
-        principal: Principal,
         q: AegisQuery,
-        scopes: list[str],
-        planes: list[str],
+        rf: ReadFilter,
         trace: Trace,
         t0: float,
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         deadline = t0 + q.budget.max_ms / 1000 if q.budget and q.budget.max_ms else None
-        hits = self.svc.searcher.run(principal, q, scopes, planes, trace)
+        hits = self.svc.searcher.run(q, rf, trace)
         n_pass = min(len(hits), self.svc.settings.answer_passages)
         t = time.perf_counter()
         evidence = self.localizer.localize(q.q, hits[:n_pass])

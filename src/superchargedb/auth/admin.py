@@ -27,9 +27,9 @@ from ..errors import (
     SelfLockoutError,
     ValidationError,
 )
+from ..storage.filter_sql import scope_sql, visible_sql
 from ..types import TIER_RANK, Principal
 from . import principals as pm
-from .acl import scope_sql, visible_sql
 from .scopes import check_scope, within_any
 
 OPERATOR = Principal(

@@ -6,20 +6,26 @@ segment (DECISIONS 1). Nothing is ever normalized: anything else is rejected.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 
 from ..errors import ScopeForbiddenError, ValidationError
+from ..readfilter import ancestors, scope_within, within_any
+
+__all__ = [
+    "SCOPE_PATTERN",
+    "ancestors",
+    "check_scope",
+    "clamp",
+    "is_valid_scope",
+    "scope_within",
+    "within_any",
+]
 
 _SEGMENT = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 # The whole grammar as one pattern (declared in OpenAPI for headers and query parameters).
 SCOPE_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}(/[a-z0-9][a-z0-9._-]{0,62}){0,7}$"
 MAX_SEGMENTS = 8
-
-# Test-only mutation switches (DECISIONS 50): each injects a known isolation bug so the
-# property tests can prove they catch it. Never set outside tests.
-MUTATIONS: set[str] = set()
 
 
 def is_valid_scope(scope: object) -> bool:
@@ -41,25 +47,6 @@ def check_scope(scope: object, what: str = "scope") -> str:
     return scope
 
 
-def scope_within(inner: str, outer: str) -> bool:
-    """True when ``inner`` equals ``outer`` or lies below it on a ``/`` boundary."""
-    if "like_prefix" in MUTATIONS:  # emulates `scope LIKE outer || '%'`
-        return inner.lower().startswith(outer.lower())
-    if "ancestor" in MUTATIONS and outer.startswith(inner + "/"):
-        return True
-    return inner == outer or inner.startswith(outer + "/")
-
-
-def ancestors(scope: str) -> list[str]:
-    """``a/b/c`` -> ``["a", "a/b", "a/b/c"]`` (self included)."""
-    parts = scope.split("/")
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def within_any(scope: str, outers: Iterable[str]) -> bool:
-    return any(scope_within(scope, o) for o in outers)
-
-
 def clamp(requested: str, grants: Iterable[str]) -> list[str]:
     """Clamp a request scope to the grants inside it (DECISIONS 3, 4).
 
@@ -74,24 +61,3 @@ def clamp(requested: str, grants: Iterable[str]) -> list[str]:
         raise ScopeForbiddenError("scope is outside your grants")
     # Drop grants nested under another clamped grant: they add nothing.
     return [g for g in inner if not any(g != o and scope_within(g, o) for o in inner)]
-
-
-def scope_token(scope: str) -> str:
-    """One FTS token for a scope (unicode61 would split on '/', '.', '-')."""
-    return "s" + hashlib.sha256(b"scope\0" + scope.encode()).hexdigest()[:20]
-
-
-def owner_token(owner: str) -> str:
-    return "o" + hashlib.sha256(b"owner\0" + owner.encode()).hexdigest()[:20]
-
-
-def group_token(group: str) -> str:
-    return "g" + hashlib.sha256(b"group\0" + group.encode()).hexdigest()[:20]
-
-
-def acl_tokens(scope: str, owner: str, groups: Iterable[str]) -> str:
-    """The text of the FTS ``acl`` column for a Unit (DECISIONS 24)."""
-    toks = [scope_token(a) for a in ancestors(scope)]
-    toks.append(owner_token(owner))
-    toks.extend(group_token(g) for g in sorted(set(groups)))
-    return " ".join(toks)

@@ -14,7 +14,6 @@ from typing import Any
 
 import orjson
 
-from ..auth import scopes as scopes_mod
 from ..lru import BytesLRU
 from ..types import Principal
 
@@ -27,19 +26,16 @@ def cache_key(
     generations: dict[str, int],
     versions: str,
 ) -> str:
-    groups_only = "cache_groups_only" in scopes_mod.MUTATIONS  # test-only injected bug
     material = {
         "endpoint": endpoint,
         "query": query,
         "scopes": sorted(effective_scopes),
-        "principal": None if groups_only else principal.id,
+        "principal": principal.id,
         "groups": sorted(principal.groups),
-        "perms": None if groups_only else sorted(principal.perms),
+        "perms": sorted(principal.perms),
         "tier": principal.tier,
-        # Test-only injected bug: without the generations a re-permission serves stale entries.
-        "gens": None
-        if "cache_no_generations" in scopes_mod.MUTATIONS
-        else sorted(generations.items()),
+        # Without the generations a re-permission would serve stale entries.
+        "gens": sorted(generations.items()),
         "versions": versions,
     }
     return hashlib.sha256(orjson.dumps(material, option=orjson.OPT_SORT_KEYS)).hexdigest()

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..auth.acl import visible_sql
 from ..models.query_cache import Lru
+from ..readfilter import ReadFilter
 from ..schemas import AegisQuery
 from ..storage import units as units_sql
-from ..types import Principal, Stage, Trace
+from ..storage.filter_sql import where_sql
+from ..types import Stage, Trace
 from .candidates import CandidateCache, Candidates, readable_ids
 from .fusion import rrf
 from .hits import build_hits, fetch_hit_rows, hit_unit_id
@@ -41,51 +42,6 @@ class _Timer:
         return (time.perf_counter() - self.t0) * 1000
 
 
-def filter_sql(
-    q: AegisQuery,
-    planes: Sequence[str],
-    scopes: Sequence[str],
-    principal: Principal,
-    applied_seq: int,
-) -> tuple[str, list[object]]:
-    """The full WHERE clause on alias ``u``: visibility, planes, filters, applied watermark."""
-    vis, params = visible_sql("u", scopes, principal.name, principal.groups)
-    parts = [vis, f"u.plane IN ({','.join('?' * len(planes))})", "u.seq <= ?"]
-    params += [*planes, applied_seq]
-    f = q.filters
-    mods = q.modalities or []
-    if f is not None and f.modalities():
-        mods = [m for m in f.modalities() or [] if not q.modalities or m in q.modalities] or ["\0"]
-    if mods:
-        parts.append(f"u.modality IN ({','.join('?' * len(mods))})")
-        params += mods
-    if f is not None:
-        docs = f.doc_ids()
-        if docs:
-            parts.append(f"u.doc_id IN ({','.join('?' * len(docs))})")
-            params += docs
-        if f.time is not None:
-            lo, hi = f.time.bounds_ms()
-            if lo is not None:
-                parts.append("u.t_bucket >= ? AND u.event_at >= ?")
-                params += [lo // 3_600_000, lo]
-            if hi is not None:
-                parts.append("u.t_bucket <= ? AND u.event_at < ?")
-                params += [hi // 3_600_000, hi]
-        if f.acl is not None:
-            if f.acl.owner is not None:
-                parts.append("u.acl_owner = ?")
-                params.append(f.acl.owner)
-            if f.acl.groups:
-                marks = ",".join("?" * len(f.acl.groups))
-                parts.append(
-                    f"EXISTS (SELECT 1 FROM unit_groups g2 WHERE g2.unit = u.id"
-                    f" AND g2.grp IN ({marks}))"
-                )
-                params += f.acl.groups
-    return " AND ".join(parts), params
-
-
 class Searcher:
     def __init__(self, svc: Service) -> None:
         self.svc = svc
@@ -93,19 +49,14 @@ class Searcher:
         self.lexical = LexicalLeg(svc.settings.lexical_backend, svc.sync.lexical, lambda: svc.ready)
         self._tokens: Lru[tuple[str, str], int] = Lru(_TOKEN_CACHE)
 
-    def run(
-        self,
-        principal: Principal,
-        q: AegisQuery,
-        scopes: list[str],
-        planes: list[str],
-        trace: Trace,
-    ) -> list[dict[str, Any]]:
+    def run(self, q: AegisQuery, rf: ReadFilter, trace: Trace) -> list[dict[str, Any]]:
+        """Hits for ``q`` among the Units ``rf`` admits, each stage in ``trace``."""
         s = self.svc.settings
         depth = max(s.leg_depth, q.top_k)
         conn = self.svc.catalog.reader()
         seq = self.svc.sync.applied_seq
-        where, params = filter_sql(q, planes, scopes, principal, seq)
+        where, params = where_sql(rf, seq)
+        planes = rf.planes
         dense: list[int] = []
         lexical: list[int] = []
         if q.mode in ("hybrid", "dense"):
@@ -115,7 +66,7 @@ class Searcher:
             trace.stages.append(Stage("embed", t.ms(), tokens=tokens))
             t = _Timer()
             # ACL changes bump scope generations without new outbox ops: key on both.
-            gens = tuple(sorted(units_sql.read_generations(conn, scopes).items()))
+            gens = tuple(sorted(units_sql.read_generations(conn, rf.scopes).items()))
             # The lexical index's visibility mask gives the readable ids in milliseconds where
             # the catalog scan takes seconds at 1M Units; its answers are re-checked in SQL.
             dense, plans = self._dense(
@@ -126,7 +77,7 @@ class Searcher:
                 planes,
                 depth,
                 gens,
-                lambda plane: self.lexical.readable_ids(q, scopes, principal, plane, planes),
+                lambda plane: self.lexical.readable_ids(rf, plane),
                 epoch=seq,
             )
             trace.stages.append(Stage("vectorize", t.ms(), detail="+".join(planes) + plans))
@@ -139,7 +90,7 @@ class Searcher:
         if q.mode in ("hybrid", "lexical"):
             t = _Timer()
             lexical, backend = self.lexical.search(
-                conn, q, terms, scopes, principal, planes, where, params, depth, unchecked=unchecked
+                conn, rf, terms, where, params, depth, unchecked=unchecked
             )
             trace.stages.append(Stage("d1_fts", t.ms(), detail=f"{len(terms)} terms, {backend}"))
         else:

@@ -24,13 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..auth import scopes as scopes_mod
-from ..auth.scopes import group_token, owner_token, scope_token
-from ..types import Principal
+from ..readfilter import ReadFilter
+from ..storage.acl_tokens import group_token, owner_token, scope_token
 from .visibility import Visibility
 
 if TYPE_CHECKING:
-    from ..schemas import AegisQuery
     from ..storage.sparse import SparseIndex
     from .sparse_search import SparseSearcher
 
@@ -120,15 +118,6 @@ def lexical_search(
     return [r[0] for r in conn.execute(sql, (match, *params, limit))]
 
 
-def _modalities(q: AegisQuery) -> list[str]:
-    """The modality restriction of ``hybrid.filter_sql`` (empty: any)."""
-    f = q.filters
-    mods = list(q.modalities or [])
-    if f is not None and f.modalities():
-        mods = [m for m in f.modalities() or [] if not q.modalities or m in q.modalities] or ["\0"]
-    return mods
-
-
 class LexicalLeg:
     """The lexical leg of a search, on the configured backend."""
 
@@ -147,11 +136,8 @@ class LexicalLeg:
     def search(
         self,
         conn: sqlite3.Connection,
-        q: AegisQuery,
+        rf: ReadFilter,
         terms: Sequence[str],
-        scopes: Sequence[str],
-        principal: Principal,
-        planes: Sequence[str],
         where: str,
         params: Sequence[object],
         limit: int,
@@ -169,71 +155,48 @@ class LexicalLeg:
             return [], self.backend
         sp = self._searcher
         if sp is None or (self._ready is not None and not self._ready()):
-            return self._fts(conn, terms, scopes, principal, where, params, limit), "fts5"
+            return self._fts(conn, terms, rf, where, params, limit), "fts5"
         phrases = sp.term_ids_many(terms)
         if any(len(p) > 1 for p in phrases):
-            return self._fts(conn, terms, scopes, principal, where, params, limit), "fts5 (phrase)"
-        return self._sparse(
-            sp, conn, q, phrases, scopes, principal, planes, where, params, limit, unchecked
-        )
+            return self._fts(conn, terms, rf, where, params, limit), "fts5 (phrase)"
+        return self._sparse(sp, conn, rf, phrases, where, params, limit, unchecked)
 
     @staticmethod
     def _fts(
         conn: sqlite3.Connection,
         terms: Sequence[str],
-        scopes: Sequence[str],
-        principal: Principal,
+        rf: ReadFilter,
         where: str,
         params: Sequence[object],
         limit: int,
     ) -> list[int]:
-        match = fts_match(terms, scopes, principal.name, principal.groups)
+        match = fts_match(terms, rf.scopes, rf.principal, rf.groups)
         return [] if match is None else lexical_search(conn, match, where, params, limit)
 
-    def _predicate(
-        self, q: AegisQuery, scopes: Sequence[str], principal: Principal, planes: Sequence[str]
-    ) -> tuple[Hashable, Visibility]:
-        """The visibility predicate of ``hybrid.filter_sql`` over signatures, and its cache key
-        (everything but doc ids, time and the watermark, which the index does not hold)."""
-        f = q.filters
-        acl = f.acl if f is not None else None
-        vis = Visibility(
-            scopes=tuple(scopes),
-            name=principal.name,
-            groups=frozenset(principal.groups),
-            planes=frozenset(planes),
-            mods=frozenset(_modalities(q)),
-            f_owner=acl.owner if acl is not None else None,
-            f_groups=frozenset(acl.groups or []) if acl is not None else None,
-            mutations=frozenset(scopes_mod.MUTATIONS),
-        )
+    @staticmethod
+    def _predicate(rf: ReadFilter, planes: Sequence[str]) -> tuple[Hashable, Visibility]:
+        """The visibility predicate of ``rf`` over signatures (over ``planes``), and its cache
+        key (everything but doc ids and time, which the index does not hold)."""
+        vis = Visibility.of(rf, planes)
         return vis.key, vis
 
-    def readable_ids(
-        self,
-        q: AegisQuery,
-        scopes: Sequence[str],
-        principal: Principal,
-        plane: str,
-        planes: Sequence[str] | None = None,
-    ) -> np.ndarray | None:
+    def readable_ids(self, rf: ReadFilter, plane: str) -> np.ndarray | None:
         """Sorted uint64 ids the caller may read in ``plane``, from the index's signature mask
         (milliseconds at 1M Units, where the catalog scan takes seconds), or None when the
         index cannot answer (not the sparse backend, not ready, doc-id or time filters). The
         caller re-checks what it returns with :func:`recheck`.
 
-        ``planes``: every plane the search reads. The mask is taken over them all, the one the
-        lexical leg uses (cached: built once per search, not once per leg), then narrowed to
-        ``plane`` at the readable ids only.
+        The mask is taken over every plane the filter reads, the one the lexical leg uses
+        (cached: built once per search, not once per leg), then narrowed to ``plane`` at the
+        readable ids only.
         """
         sp = self._searcher
-        f = q.filters
         if sp is None or (self._ready is not None and not self._ready()):
             return None
-        if f is not None and (f.doc_ids() or f.time is not None):
+        if not rf.index_only:
             return None
-        over = list(planes) if planes else [plane]
-        key, pred = self._predicate(q, scopes, principal, over)
+        over = list(rf.planes) or [plane]
+        key, pred = self._predicate(rf, over)
         with sp.ix.rw.read():
             mask, _ = sp.mask(key, pred)
             ids = np.flatnonzero(mask)
@@ -245,21 +208,17 @@ class LexicalLeg:
         self,
         sp: SparseSearcher,
         conn: sqlite3.Connection,
-        q: AegisQuery,
+        rf: ReadFilter,
         phrases: list[tuple[int | None, ...]],
-        scopes: Sequence[str],
-        principal: Principal,
-        planes: Sequence[str],
         where: str,
         params: Sequence[object],
         limit: int,
         unchecked: bool = False,
     ) -> tuple[list[int], str]:
-        f = q.filters
-        key, pred = self._predicate(q, scopes, principal, planes)
+        key, pred = self._predicate(rf, rf.planes)
         detail = "sparse"
         only: np.ndarray | None = None
-        if f is not None and (f.doc_ids() or f.time is not None):
+        if not rf.index_only:
             # Filters the index does not hold (doc ids, time): the catalog's readable ids.
             rows = conn.execute(f"SELECT u.id FROM units u WHERE {where}", params)
             only = np.fromiter((r[0] for r in rows), dtype=np.int64)

@@ -4,9 +4,9 @@ Every document of the derived lexical index carries a *signature* (scope, plane,
 groups); "may this caller read it" depends on nothing else the index holds. Corpora have few
 signatures (10,000 for 100 scopes x 100 groups) but fewer still distinct values per field (100
 scopes, 100 group sets), so the predicate is decided once per distinct value, in Python, with the
-same helpers as the SQL predicate's own tests (``within_any`` honours the test-only mutations),
-and combined over all signatures with numpy gathers. Evaluating it signature by signature in
-Python was ~50 ms per new scope at 10,000 signatures, most of a 1 %-filter search.
+same rule as the reference predicate (``readfilter.within_any``), and combined over all
+signatures with numpy gathers. Evaluating it signature by signature in Python was ~50 ms per
+new scope at 10,000 signatures, most of a 1 %-filter search.
 
 :class:`Visibility` is hashable (it is its own cache key) and callable on one signature (the
 reference form, used by the tests to check the vectorized one).
@@ -15,13 +15,13 @@ reference form, used by the tests to check the vectorized one).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..auth.scopes import within_any
+from ..readfilter import ReadFilter, within_any
 
 Signature = tuple[str, str, str, str, tuple[str, ...]]  # scope, plane, modality, owner, groups
 
@@ -98,7 +98,7 @@ class SigColumns:
 
 @dataclass(frozen=True)
 class Visibility:
-    """``hybrid.filter_sql``'s visibility, plane and modality/ACL filters, on signatures."""
+    """A ``ReadFilter``'s visibility, plane and modality/ACL filters, on signatures."""
 
     scopes: tuple[str, ...]
     name: str
@@ -107,7 +107,19 @@ class Visibility:
     mods: frozenset[str]  # empty: any modality
     f_owner: str | None
     f_groups: frozenset[str] | None  # None or empty: no group filter
-    mutations: frozenset[str]  # test-only switches change the predicate: part of the key
+
+    @classmethod
+    def of(cls, rf: ReadFilter, planes: Iterable[str] | None = None) -> Visibility:
+        """``rf`` on signatures, over ``planes`` (default: the filter's own)."""
+        return cls(
+            scopes=rf.scopes,
+            name=rf.principal,
+            groups=rf.groups,
+            planes=frozenset(rf.planes if planes is None else planes),
+            mods=frozenset(rf.modalities),
+            f_owner=rf.acl_owner,
+            f_groups=rf.acl_groups or None,
+        )
 
     def __call__(self, s: Signature) -> bool:
         scope, plane, modality, owner, sig_groups = s
@@ -124,7 +136,7 @@ class Visibility:
         """The predicate of every signature in ``sc`` (bool, length ``sc.n``): the scope half
         and the rest, each cached in ``sc`` under the fields it reads."""
         acl = sc.part(("acl", *self._acl_fields()), lambda: self._acl_over(sc))
-        scopes = sc.part(("scope", self.scopes, self.mutations), lambda: self._scope_over(sc))
+        scopes = sc.part(("scope", self.scopes), lambda: self._scope_over(sc))
         return acl & scopes
 
     def _acl_fields(self) -> tuple[Hashable, ...]:
@@ -135,7 +147,6 @@ class Visibility:
             self.mods,
             self.f_owner,
             self.f_groups,
-            self.mutations,
         )
 
     def _scope_over(self, sc: SigColumns) -> np.ndarray:

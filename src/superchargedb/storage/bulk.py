@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..auth.scopes import acl_tokens
+from .acl_tokens import acl_tokens
 
 # The columns written for every imported Unit, in this order (the rest keep their defaults).
 COLUMNS = (

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from .. import faults
-from ..search.fts5_tokens import TOKENIZE, Fts5Tokenizer
 from . import sparse_segment as segmod
+from .fts5_tokens import TOKENIZE, Fts5Tokenizer
 from .sparse_segment import Segment
 from .vectors import _fsync_dir, _RWLock
 

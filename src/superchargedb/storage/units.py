@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from .. import faults
-from ..auth.scopes import acl_tokens, ancestors
+from ..readfilter import ancestors
+from .acl_tokens import acl_tokens
 
 UNIT_COLUMNS = (
     "id, unit_id, scope, doc_id, modality, plane, source_uri, mime, text, acl_owner, acl_groups,"
