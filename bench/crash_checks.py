@@ -217,10 +217,10 @@ def audit_verify_cli(
 
 def doctor(data: Path, embedder: Any, problems: list[str]) -> dict[str, Any]:
     """The doctor over the reopened data dir: SQLite integrity, FTS5, catalog ids == index ids."""
-    from superchargedb.service import Service
     from superchargedb.settings import Settings
+    from superchargedb.wiring import open_service
 
-    svc = Service(Settings(data_dir=data, job_workers=0), embedder=embedder)
+    svc = open_service(Settings(data_dir=data, job_workers=0), embedder=embedder)
     try:
         report = svc.doctor()
         lex = svc.sync.lexical

@@ -335,8 +335,8 @@ def make_service(data_dir: Path, embedder: Any, **overrides: Any) -> tuple[Any, 
     os.environ.setdefault("SCDB_AUDIT_KEY", secrets.token_hex(32))
     import superchargedb  # noqa: F401  (imports onnxruntime before usearch)
     from superchargedb.demo import seed_principals
-    from superchargedb.service import Service
     from superchargedb.settings import Settings
+    from superchargedb.wiring import open_service
 
     settings = Settings(
         data_dir=data_dir,
@@ -349,7 +349,7 @@ def make_service(data_dir: Path, embedder: Any, **overrides: Any) -> tuple[Any, 
         audit_anchor_file=data_dir.parent / f"{data_dir.name}-anchor.json",
         **overrides,
     )
-    svc = Service(settings, embedder=embedder)
+    svc = open_service(settings, embedder=embedder)
     seed_principals(svc)
     return svc, svc.authenticate(f"Bearer {PRINCIPAL_KEY}")
 

@@ -19,6 +19,7 @@ from superchargedb.auth import principals as principals_mod
 from superchargedb.models.embedder import Embedder, make_embedder
 from superchargedb.service import Service
 from superchargedb.settings import Settings
+from superchargedb.wiring import open_service
 
 # The audit key and anchors live outside any data dir; keep both away from the real home.
 os.environ.setdefault("SCDB_AUDIT_KEY", "11" * 32)
@@ -45,7 +46,7 @@ def fake() -> Iterator[Any]:
 
 def make_service(tmp: Path, embedder: Embedder, **overrides: Any) -> Service:
     settings = Settings(data_dir=tmp, **overrides)
-    return Service(settings, embedder=embedder)
+    return open_service(settings, embedder=embedder)
 
 
 def add_principal(

@@ -16,6 +16,7 @@ from superchargedb.errors import NotFoundError
 from superchargedb.service import Service
 from superchargedb.settings import Settings
 from superchargedb.types import Principal
+from superchargedb.wiring import open_service
 
 BUILDER_GROUP = "zz-builder"
 
@@ -34,7 +35,7 @@ def builder(name: str, roots: tuple[str, ...]) -> Principal:
 
 
 def build(tmp: Path, spec: dict[str, Any], emb: Any, llm_url: str) -> tuple[Service, World]:
-    svc = Service(
+    svc = open_service(
         Settings(
             data_dir=tmp,
             job_workers=0,  # jobs stay queued: their rows are what GET /v1/jobs reads

@@ -17,6 +17,7 @@ from superchargedb.errors import ValidationError
 from superchargedb.ingest.bulk_import import import_batches
 from superchargedb.service import Service
 from superchargedb.settings import Settings
+from superchargedb.wiring import open_service
 
 SCOPES = ["acme/alpha", "acme/alpha/backend", "acme/beta"]
 
@@ -144,7 +145,7 @@ def test_cli_import(tmp_path: Path) -> None:
     assert res.exit_code == 1 and "record 3" in res.output
     res = runner.invoke(app, [*args, "--data", str(data), "--model-id", "some-other-model@256"])
     assert res.exit_code == 1
-    s = Service(Settings(data_dir=data))
+    s = open_service(Settings(data_dir=data))
     try:
         assert count(s, "units") == 30
     finally:
@@ -236,7 +237,7 @@ def test_import_killed_during_a_background_vector_add_recovers(tmp_path: Path, p
     env = {**os.environ, "SCDB_CRASH_AT": point}
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]
-    s = Service(Settings(data_dir=data))
+    s = open_service(Settings(data_dir=data))
     try:
         ids = {r[0] for r in s.catalog.reader().execute("SELECT id FROM units")}
         assert 60 <= len(ids) < 240 and len(ids) % 60 == 0  # whole batches only
@@ -249,7 +250,7 @@ def test_import_killed_during_a_background_vector_add_recovers(tmp_path: Path, p
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout[p.stdout.rindex("{") :])
     assert out["created"] == 240 - len(ids) and out["unchanged"] == len(ids)
-    s = Service(Settings(data_dir=data))
+    s = open_service(Settings(data_dir=data))
     try:
         assert count(s, "units") == 240 and s.doctor()["ok"]
         assert len(s.store.keys("text")) == 240

@@ -113,9 +113,9 @@ def test_startup_removes_orphans_and_keeps_every_referenced_blob(tmp_path, embed
     # Real crashes: a blob durable without its row, and an upload's fsynced temp file.
     crash(
         f"""
-        from superchargedb.service import Service
+        from superchargedb.wiring import open_service
         from superchargedb.settings import Settings
-        s = Service(Settings(data_dir={str(data)!r}, job_workers=0))
+        s = open_service(Settings(data_dir={str(data)!r}, job_workers=0))
         p = s.authenticate("Bearer {KEY}")
         s.put_object(p, "acme/crashed.bin", [b"never committed"], None, "acme")
         """,
@@ -240,7 +240,7 @@ def test_dead_server_lease_is_claimable_at_once(tmp_path, embedder):
 
 
 def test_live_external_worker_keeps_its_lease_until_it_dies(tmp_path, embedder):
-    from superchargedb.worker import WorkerContext
+    from superchargedb.wiring import open_worker
 
     data = tmp_path / "d"
     s = make_service(data, embedder, job_workers=0)
@@ -275,13 +275,13 @@ def test_live_external_worker_keeps_its_lease_until_it_dies(tmp_path, embedder):
         assert other is not None and other.id == ids[1]  # not the live worker's job
         assert s.jobs.claim() is None
         # Another external worker starting up does not take it either.
-        WorkerContext(s.settings, embedder=embedder).close()
+        open_worker(s.settings, embedder=embedder).close()
         assert job_row(s, held)["lease_token"] == token
     finally:
         w.kill()
         w.wait()
     # Now it is dead: a worker starting on this machine proves it and releases the lease.
-    WorkerContext(s.settings, embedder=embedder).close()
+    open_worker(s.settings, embedder=embedder).close()
     try:
         row = job_row(s, held)
         assert row["state"] == "queued" and row["lease_token"] is None

@@ -7,58 +7,38 @@ ingest and search pipelines. Nothing here knows about HTTP.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 from pydantic import ValidationError as PydanticValidationError
-from threadpoolctl import threadpool_limits
 
 from . import faults
-from .answer.localize import Localizer
-from .answer.pipeline import Answerer
-from .answer.providers import ChatProvider, OpenAIChatProvider
-from .answer.verify import make_checker
 from .auth import acl
 from .auth import principals as principals_mod
 from .auth.scopes import check_scope, clamp
+from .background import Background
+from .components import Components
 from .documents import DocumentsMixin
 from .errors import (
     ForbiddenError,
     NotFoundError,
-    UnavailableError,
     UpgradeRequiredError,
     ValidationError,
 )
 from .ingest.pipeline import Ingestor, required_tier
 from .ingest.prepare import pydantic_message
 from .jobs_view import JobsMixin
-from .metering import Meter
-from .metrics import Metrics
-from .models.embedder import Embedder, make_embedder
 from .models.executor import EmbedExecutor
 from .objects_service import ObjectsMixin
 from .preview import PreviewSource
-from .ratelimit import RedisLimiter, make_limiter
 from .readfilter import ReadFilter
 from .schemas import AegisQuery
-from .search.cache import ResultCache, cache_key
-from .search.hybrid import Searcher
-from .search.rerank import make_reranker
-from .settings import Settings
+from .search.cache import cache_key
 from .storage import audit
 from .storage import units as units_sql
-from .storage.catalog import Catalog
 from .storage.filter_sql import scope_sql, visible_sql
-from .storage.index_sync import IndexSync
-from .storage.jobs import JobQueue
-from .storage.lock import DataDirLock
-from .storage.objects import FileBlobStore, sweep_orphans
-from .storage.reindex import stale_count
-from .storage.sparse import SparseIndex
-from .storage.vectors import VectorStore
 from .tenancy import TenancyMixin
 from .types import PLANES, TIER_PLANES, Locator, Principal, Trace
 
@@ -66,183 +46,35 @@ log = logging.getLogger(__name__)
 
 
 class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
-    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
-        self.settings = settings
-        data = Path(settings.data_dir)
-        data.mkdir(parents=True, exist_ok=True)
-        (data / "index").mkdir(exist_ok=True)
-        (data / "objects").mkdir(exist_ok=True)
-        self.lock = DataDirLock(data)
-        self.lock.acquire()
-        locked_at = time.time()  # anything in objects/ older than this has no live writer
-        # numpy's OpenBLAS spreads even a 2,000 x 384 product over every core, and under load
-        # its spinning threads made the exact scan 17x slower (DECISIONS 42: thread counts are
-        # settings). Process-wide, like onnxruntime's thread setting.
-        threadpool_limits(limits=settings.blas_threads, user_api="blas")
-        try:
-            # Every embedding goes through one micro-batching worker (DECISIONS 42).
-            self.embedder: Embedder = EmbedExecutor(
-                embedder
-                or make_embedder(
-                    settings.embedder,
-                    max_tokens=settings.embed_max_tokens,
-                    threads=settings.embed_threads,
-                    batch_size=settings.embed_batch_size,
-                    cache_size=0,  # the executor caches query vectors
-                ),
-                max_batch=settings.embed_batch_size,
-                wait_ms=settings.embed_batch_wait_ms,
-                max_queue=settings.embed_queue_max,
-                cache_size=settings.embed_cache_size,
-                owns_inner=embedder is None,
-            )
-            self.catalog = Catalog(
-                data / "catalog.db",
-                settings.sqlite_synchronous,
-                writer_cache_mb=settings.sqlite_cache_mb,
-                reader_cache_mb=settings.sqlite_reader_cache_mb,
-                reader_mmap_mb=settings.sqlite_reader_mmap_mb,
-            )
-            self.audit_key = audit.load_key(settings.audit_key_file)
-            self.audit_anchor = audit.anchor_path(data, settings.audit_anchor_file)
-            if stale_count(self.catalog, self.embedder.model_id):
-                raise UnavailableError(
-                    f"Units in {data} were embedded with another model than "
-                    f"{self.embedder.model_id}: run `superchargedb reindex --data {data}`"
-                )
-            self.store = VectorStore(data / "index", self.embedder.dim, self.embedder.model_id)
-            lexical = (
-                SparseIndex(data / "lexical") if settings.lexical_backend == "sparse" else None
-            )
-            self.sync = IndexSync(self.catalog, self.store, settings.checkpoint_every, lexical)
-            self.sync.startup()
-        except BaseException:
-            emb = getattr(self, "embedder", None)
-            if isinstance(emb, EmbedExecutor):
-                emb.close()
-            self.lock.release()
-            raise
-        self.cache = ResultCache(settings.cache_max_bytes)
-        self.limiter = make_limiter(settings)
-        self.ingestor = Ingestor(self)
-        self.reranker = make_reranker(settings)
-        self.searcher = Searcher(self)
-        self.versions = f"{self.embedder.model_id};rrf{settings.rrf_k};d{settings.leg_depth}"
-        self.answerer = self._make_answerer()
-        self.blobs = FileBlobStore(data / "objects")
-        self.jobs = JobQueue(
-            self.catalog, settings.job_lease_s, settings.job_max_attempts, owner_kind="server"
-        )
-        # Before any request or worker thread: what a crash left behind can have no live owner.
-        try:
-            self.swept: dict[str, Any] | None = sweep_orphans(
-                self.catalog.reader(), self.blobs.root, locked_at
-            )
-        except Exception:  # reclaiming space must never keep the server from starting
-            log.exception("object store sweep failed")
-            self.swept = None
-        self.jobs.release_dead_leases(own_data_dir=True)
-        self._wake = threading.Event()
-        self.meter = Meter(self.catalog)
-        self.metrics = Metrics()
+    """The facade the API and the CLI call, over parts built by ``wiring.open_service``."""
+
+    def __init__(self, parts: Components, background: Background) -> None:
+        self.parts = parts
+        self.background = background
+        self.settings = parts.settings
+        self.lock = parts.lock
+        self.embedder = parts.embedder
+        self.catalog = parts.catalog
+        self.audit_key = parts.audit_key
+        self.audit_anchor = parts.audit_anchor
+        self.store = parts.store
+        self.sync = parts.sync
+        self.cache = parts.cache
+        self.limiter = parts.limiter
+        self.reranker = parts.reranker
+        self.searcher = parts.searcher
+        self.answerer = parts.answerer
+        self.blobs = parts.blobs
+        self.jobs = parts.jobs
+        self.meter = parts.meter
+        self.metrics = parts.metrics
+        self.swept = parts.swept
+        self.versions = parts.versions
+        self.ingestor: Ingestor  # set by the wiring (it needs this facade as its object gate)
         self._register_gauges()
-        self._stop = threading.Event()
-        self._flusher = threading.Thread(target=self._flush_loop, name="scdb-meter", daemon=True)
-        self._flusher.start()
-        self._workers = [
-            threading.Thread(target=self._work_loop, name=f"scdb-worker-{i}", daemon=True)
-            for i in range(settings.job_workers)
-        ]
-        self._workers.append(
-            threading.Thread(target=self._tail_loop, name="scdb-outbox-tail", daemon=True)
-        )
-        for t in self._workers:
-            t.start()
-
-    def _make_answerer(self) -> Answerer:
-        s = self.settings
-        providers: list[ChatProvider] = []
-        for name in [n.strip() for n in s.answer_providers.split(",") if n.strip()]:
-            if name == "openai":
-                providers.append(
-                    OpenAIChatProvider(
-                        s.openai_chat_model,
-                        s.openai_base_url,
-                        s.openai_api_key,
-                        context_words=s.openai_context_words or None,
-                    )
-                )
-            elif name == "local":
-                from .answer.local_llm import LocalLlamaProvider
-
-                providers.append(
-                    LocalLlamaProvider(
-                        s.local_model_path, context_words=s.local_context_words or None
-                    )
-                )
-            else:
-                raise ValidationError(f"unknown answer provider {name!r} (openai, local)")
-        return Answerer(
-            self,
-            providers,
-            make_checker(s.support_checker, self.embedder),
-            Localizer(self.embedder),
-        )
-
-    # -- lifecycle -------------------------------------------------------------------------
-    def _flush_loop(self) -> None:
-        while not self._stop.wait(5.0):
-            try:
-                self.meter.flush()
-            except Exception:  # metering must never take the server down
-                log.exception("usage flush failed")
 
     def jobs_wakeup(self) -> None:
-        self._wake.set()
-
-    def after_worker_commit(self) -> None:
-        """A job's Units were committed by this process: make them visible (write lock held)."""
-        self.sync.apply_pending()
-
-    def _work_loop(self) -> None:
-        from .ingest.derive import MediaLimits
-        from .ingest.jobs_runner import JobRunner
-
-        s = self.settings
-        runner = JobRunner(
-            self.ingestor,
-            self.jobs,
-            MediaLimits(
-                max_pages=s.media_max_pages,
-                max_pixels=s.media_max_pixels,
-                max_duration_s=s.media_max_duration_s,
-                timeout_s=s.media_timeout_s,
-                memory_mb=s.media_memory_mb,
-            ),
-        )
-        while not self._stop.is_set():
-            try:
-                while not self._stop.is_set() and runner.run_once():
-                    pass
-            except Exception:  # never let the worker thread die
-                log.exception("job worker error")
-            self._wake.wait(1.0)
-            self._wake.clear()
-
-    def _tail_loop(self) -> None:
-        """Apply outbox rows committed by external ``superchargedb worker`` processes."""
-        while not self._stop.wait(0.25):
-            try:
-                row = (
-                    self.catalog.reader()
-                    .execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
-                    .fetchone()
-                )
-                if row is not None and int(row[0]) > self.sync.applied_seq:
-                    with self.catalog.write_lock():
-                        self.sync.apply_pending()
-            except Exception:
-                log.exception("outbox tail error")
+        self.background.wake.set()
 
     def memory_gauges(self) -> dict[str, float]:
         """Sizes of the in-process caches and indexes (memstats.MemoryLog)."""
@@ -268,12 +100,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
             return {(("plane", p),): float(self.store.count(p)) for p in PLANES}
 
         def outbox_lag() -> dict[tuple[tuple[str, str], ...], float]:
-            row = (
-                self.catalog.reader()
-                .execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
-                .fetchone()
-            )
-            return {(): float((int(row[0]) if row else 0) - self.sync.applied_seq)}
+            return {(): float(self.sync.outbox_head() - self.sync.applied_seq)}
 
         def cache_stats() -> dict[tuple[tuple[str, str], ...], float]:
             return {(("result", "hit"),): self.cache.hits, (("result", "miss"),): self.cache.misses}
@@ -293,28 +120,9 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         m.gauge("scdb_jobs", "Derivation jobs by state (queue depth: queued)", queue_depth)
 
     def close(self) -> None:
-        for prov in self.answerer.providers:
-            closer = getattr(prov, "close", None)
-            if closer is not None:
-                closer()
-        self._stop.set()
-        self._wake.set()
-        for t in self._workers:
-            t.join(timeout=30)
-        try:
-            self.meter.flush()
-            with self.catalog.write_lock():
-                self.sync.checkpoint()
-            faults.point("service.close.after_checkpoint")
-            audit.write_anchor(self.catalog.reader(), self.audit_key, self.audit_anchor)
-        finally:
-            self.sync.close()
-            if isinstance(self.limiter, RedisLimiter):
-                self.limiter.close()
-            if isinstance(self.embedder, EmbedExecutor):
-                self.embedder.close()
-            self.catalog.close()
-            self.lock.release()
+        """Stop the background threads, then close the parts (flush, checkpoint, anchor)."""
+        self.background.stop()
+        self.parts.close()
 
     def doctor(self) -> dict[str, Any]:
         from .storage.doctor import doctor

@@ -8,60 +8,32 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 
 from . import faults
-from .ingest.derive import MediaLimits
+from .background import media_limits
+from .ingest.deps import IngestDeps
 from .ingest.jobs_runner import JobRunner
 from .ingest.pipeline import Ingestor
-from .models.embedder import Embedder, make_embedder
-from .settings import Settings
-from .storage import audit
-from .storage.catalog import Catalog
-from .storage.jobs import JobQueue
-from .storage.objects import FileBlobStore
 
 log = logging.getLogger(__name__)
 
 
 class WorkerContext:
-    """The slice of the service a job needs: catalog, blobs, embedder, audit key."""
+    """The slice of the server a job needs (catalog, blobs, embedder, audit key), built by
+    ``wiring.open_worker``."""
 
-    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
-        data = Path(settings.data_dir)
-        if not (data / "catalog.db").exists():
-            raise SystemExit(f"no catalog in {data}: start the server once first")
-        self.settings = settings
-        self.catalog = Catalog(data / "catalog.db", settings.sqlite_synchronous)
-        self.embedder = embedder or make_embedder(
-            settings.embedder,
-            max_tokens=settings.embed_max_tokens,
-            threads=settings.embed_threads,
-            batch_size=settings.embed_batch_size,
-        )
-        self.audit_key = audit.load_key(settings.audit_key_file)
-        self.blobs = FileBlobStore(data / "objects")
-        self.jobs = JobQueue(self.catalog, settings.job_lease_s, settings.job_max_attempts)
-        # Leases of workers (or servers) that provably died on this machine resume at once.
-        self.jobs.release_dead_leases(own_data_dir=False)
-        self.ingestor = Ingestor(self)  # type: ignore[arg-type]
-
-    def after_worker_commit(self) -> None:
-        """Nothing to do: the owning server applies the outbox to its index."""
+    def __init__(self, deps: IngestDeps, ingestor: Ingestor) -> None:
+        self.deps = deps
+        self.settings = deps.settings
+        self.catalog = deps.catalog
+        self.embedder = deps.embedder
+        self.blobs = deps.blobs
+        self.jobs = deps.jobs
+        self.audit_key = deps.audit_key
+        self.ingestor = ingestor
 
     def runner(self) -> JobRunner:
-        s = self.settings
-        return JobRunner(
-            self.ingestor,
-            self.jobs,
-            MediaLimits(
-                max_pages=s.media_max_pages,
-                max_pixels=s.media_max_pixels,
-                max_duration_s=s.media_max_duration_s,
-                timeout_s=s.media_timeout_s,
-                memory_mb=s.media_memory_mb,
-            ),
-        )
+        return JobRunner(self.ingestor, self.jobs, media_limits(self.settings))
 
     def run(self, stop: threading.Event, once: bool = False, poll_s: float = 0.5) -> int:
         runner = self.runner()

@@ -27,8 +27,10 @@ from .sentences import sentence_texts
 from .verify import EntailmentChecker
 
 if TYPE_CHECKING:
+    from ..models.embedder import Embedder
     from ..schemas import AegisQuery
-    from ..service import Service
+    from ..search.hybrid import Searcher
+    from ..settings import Settings
 
 # First guesses until measured (a 1.5B local model answers in ~40 s on a loaded 2-core box).
 DEFAULT_ESTIMATE_MS = {"openai": 3000.0, "local": 40000.0}
@@ -54,12 +56,16 @@ class StageClock:
 class Answerer:
     def __init__(
         self,
-        svc: Service,
+        settings: Settings,
+        searcher: Searcher,
+        embedder: Embedder,
         providers: Sequence[ChatProvider],
         checker: EntailmentChecker,
         localizer: Localizer,
     ) -> None:
-        self.svc = svc
+        self.settings = settings
+        self.searcher = searcher
+        self.embedder = embedder
         self.providers = list(providers)
         self.checker = checker
         self.localizer = localizer
@@ -78,15 +84,15 @@ class Answerer:
         t0: float,
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         deadline = t0 + q.budget.max_ms / 1000 if q.budget and q.budget.max_ms else None
-        hits = self.svc.searcher.run(q, rf, trace)
-        n_pass = min(len(hits), self.svc.settings.answer_passages)
+        hits = self.searcher.run(q, rf, trace)
+        n_pass = min(len(hits), self.settings.answer_passages)
         t = time.perf_counter()
         evidence = self.localizer.localize(q.q, hits[:n_pass])
         n_sent = sum(len(e.candidates) for e in evidence)
         trace.stages.append(
             Stage("localize", _ms(t), detail=f"{len(evidence)} passages, {n_sent} sentences")
         )
-        floor = self.svc.settings.answer_min_score
+        floor = self.settings.answer_min_score
         decision = decide(evidence, Rule(min_score=MIN_SCORE if floor is None else floor))
         if not decision.answerable or decision.best is None:
             trace.stages.append(Stage("synth", 0.0, skipped=f"unanswerable: {decision.reason}"))
@@ -171,7 +177,7 @@ class Answerer:
                 return draft, "extractive fallback", True, "; ".join(notes), tokens, failed
             draft = self._check_llm(out.text, evidence)
             if draft.sentences:
-                if self.svc.settings.answer_quote_best and quote_best(draft, evidence):
+                if self.settings.answer_quote_best and quote_best(draft, evidence):
                     notes.append("quoted the best sentence: the model answered from another")
                 return draft, f"{prov.name}", False, "; ".join(notes), tokens, failed
             notes.append(f"{prov.name} rejected: no cited, supported sentence")
@@ -190,7 +196,7 @@ class Answerer:
         if prime is not None:  # embed every passage sentence in one batch, once
             prime(list(by_n.values()))
         rel = relevance(evidence)
-        floor = self.svc.settings.answer_relevance_cut
+        floor = self.settings.answer_relevance_cut
         cut = RELEVANCE_CUT if floor is None else floor
         draft = Draft()
         for raw in sentence_texts(text):
@@ -244,15 +250,13 @@ class Answerer:
         return draft
 
     def _estimate_cost(self, prov: ChatProvider, question: str, passages: list[Passage]) -> float:
-        tokens = self.svc.embedder.count_tokens(question + " ".join(p.text for p in passages))
+        tokens = self.embedder.count_tokens(question + " ".join(p.text for p in passages))
         model = prov.name.split(":", 1)[-1]
         return chat_cost(model, tokens + 300, 200) or 0.0
 
     def _account(self, trace: Trace, prov: ChatProvider, out: SynthOutput) -> None:
         if prov.name.startswith("local:"):
-            trace.est_cost_usd += compute_cost(
-                out.seconds, self.svc.settings.local_compute_usd_per_s
-            )
+            trace.est_cost_usd += compute_cost(out.seconds, self.settings.local_compute_usd_per_s)
         else:
             cost = chat_cost(out.model, out.prompt_tokens, out.completion_tokens)
             if cost is None:

@@ -47,13 +47,13 @@ def register(app: typer.Typer) -> None:
         from tqdm import tqdm
 
         from ..ingest.bulk_import import Validator, check_vectors, import_batches
-        from ..service import Service
         from ..settings import Settings
+        from ..wiring import open_service
 
         settings = Settings(data_dir=data, job_workers=0)
         vecs = np.load(vectors, mmap_mode="r", allow_pickle=False)
         try:
-            svc = Service(settings)
+            svc = open_service(settings)
         except SCDBError as exc:
             typer.echo(f"error [{exc.code}]: {exc.message}", err=True)
             raise typer.Exit(1) from None

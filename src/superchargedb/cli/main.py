@@ -52,8 +52,8 @@ def serve(
 
     from ..api.app import create_app
     from ..api.transport import uvicorn_config
-    from ..service import Service
     from ..settings import Settings
+    from ..wiring import open_service
 
     if not _is_loopback(host) and not allow_remote:
         typer.echo(f"refusing to bind to non-loopback {host} without --allow-remote", err=True)
@@ -77,7 +77,7 @@ def serve(
 
         if LocalLlamaProvider(settings.local_model_path).unavailable() is None:
             settings.answer_providers = "local,openai"
-    svc = Service(settings)
+    svc = open_service(settings)
     # uvicorn re-raises SIGTERM after its graceful shutdown; with the default action that kills
     # the process before svc.close() (final checkpoint, audit anchor, usage flush) can run.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -117,12 +117,12 @@ def worker(
 
     from ..logs import configure
     from ..settings import Settings
-    from ..worker import WorkerContext
+    from ..wiring import open_worker
 
     configure()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    ctx = WorkerContext(Settings(data_dir=data))
+    ctx = open_worker(Settings(data_dir=data))
     try:
         n = ctx.run(stop, once=once)
     finally:
@@ -137,10 +137,10 @@ def doctor(
     """Check SQLite integrity, FTS5 against its content, and catalog vs vector index ids."""
     import json
 
-    from ..service import Service
     from ..settings import Settings
+    from ..wiring import open_service
 
-    svc = Service(Settings(data_dir=data))
+    svc = open_service(Settings(data_dir=data))
     try:
         report = svc.doctor()
     finally:

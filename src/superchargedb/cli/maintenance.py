@@ -33,15 +33,15 @@ def register(app: typer.Typer) -> None:
     def restore(src: Path, data: Path = DATA) -> None:
         """Restore a backup into an empty data dir, rebuild the index, verify the audit chain."""
         from ..auth.admin import OPERATOR
-        from ..service import Service
         from ..settings import Settings
         from ..storage.backup import restore_files
+        from ..wiring import open_service
 
         try:
             manifest = restore_files(src, data)
         except SCDBError as exc:
             _fail(exc)
-        svc = Service(Settings(data_dir=data))
+        svc = open_service(Settings(data_dir=data))
         try:
             chain = svc.audit_verify(OPERATOR)
             units = svc.catalog.reader().execute("SELECT COUNT(*) FROM units").fetchone()[0]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -34,7 +34,21 @@ from ..types import Principal
 from .prepare import Prepared, prepare_unit
 
 if TYPE_CHECKING:
-    from ..service import Service
+    from ..models.embedder import Embedder
+    from ..settings import Settings
+    from ..storage.catalog import Catalog
+    from ..storage.index_sync import IndexSync
+
+
+class BulkTarget(Protocol):
+    """The components a bulk import writes through (the wiring's, or the service's)."""
+
+    settings: Settings
+    embedder: Embedder
+    catalog: Catalog
+    sync: IndexSync
+    audit_key: bytes
+
 
 DEFAULT_BATCH = 50_000
 IMPORT_CACHE_MB = 256  # the writer's SQLite page cache while an import runs
@@ -92,7 +106,7 @@ def check_vectors(vectors: np.ndarray, n: int, dim: int, first: int = 0) -> np.n
 
 
 def import_batches(
-    svc: Service,
+    svc: BulkTarget,
     batches: Iterable[tuple[Sequence[Any], np.ndarray]],
     *,
     default_owner: str | None = None,
@@ -161,7 +175,7 @@ def import_batches(
 
 
 def _write_batch(
-    svc: Service,
+    svc: BulkTarget,
     conn: Any,
     rows: list[dict[str, Any]],
     vecs: np.ndarray,

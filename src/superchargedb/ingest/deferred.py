@@ -105,13 +105,13 @@ def enqueue(
 ) -> dict[str, Any]:
     """Queue one document's embedding inside the request's transaction (idempotent per the
     document's content and mode); the per-Unit result."""
-    svc = ing.svc
+    deps = ing.deps
     first = doc[0]
     digest = hashlib.sha256(f"{KIND}\0{mode}".encode())
     for part in (*doc_key(first), *sorted(p.content_hash for p in doc)):
         digest.update(b"\0" + part.encode())
     dedupe = digest.hexdigest()
-    prior = svc.jobs.find(conn, dedupe)
+    prior = deps.jobs.find(conn, dedupe)
     if prior is not None and prior["state"] in ("queued", "running"):
         return {"ok": True, "status": "queued", "job_id": prior["id"]}
     payload = {
@@ -121,7 +121,7 @@ def enqueue(
         "key_id": principal.key_id,
         "key_issuer": principal.key_issuer,
     }
-    job_id = svc.jobs.enqueue(
+    job_id = deps.jobs.enqueue(
         conn,
         KIND,
         payload,
@@ -140,7 +140,7 @@ def enqueue(
     )
     audit.append(
         conn,
-        svc.audit_key,
+        deps.audit_key,
         principal,
         "ingest.queued",
         {"job_id": job_id, "scope": first.scope, "doc_id": first.doc_id, "units": len(doc)},

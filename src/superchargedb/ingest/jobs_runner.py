@@ -70,7 +70,7 @@ class JobRunner:
         self.ingestor = ingestor
         self.queue = queue
         self.limits = limits
-        self.options = options or options_from(ingestor.svc.settings)
+        self.options = options or options_from(ingestor.deps.settings)
 
     def run_once(self) -> bool:
         """Claim and run one job; False when there was nothing to do."""
@@ -125,7 +125,7 @@ class JobRunner:
             self._store(job, prepared, mode)
             return
         ing = self.ingestor
-        svc = ing.svc
+        svc = ing.deps
         pl: dict[str, Any] = job.payload
         blob = svc.blobs.path(pl["sha256"])
         derived = derive(blob, pl["mime"], pl["modality"], limits=self.limits, options=self.options)
@@ -168,7 +168,7 @@ class JobRunner:
     def _store(self, job: Job, prepared: list[Prepared], mode: str) -> None:
         """Write a job's embedded Units and complete it, in one transaction under the lease."""
         ing = self.ingestor
-        svc = ing.svc
+        svc = ing.deps
         faults.point("jobs.after_embed")
         row = (
             svc.catalog.reader()
@@ -195,5 +195,5 @@ class JobRunner:
                 ids = [u for o in outcomes for u in o.unit_ids]
                 self.queue.complete(conn, job, {"unit_ids": ids, "units": len(ids)})
             faults.point("jobs.after_complete")
-            svc.after_worker_commit()
+            svc.apply()
             faults.point("jobs.after_apply")

@@ -37,7 +37,7 @@ from .chunking import chunk_text
 from .prepare import Prepared, chunk_prepared, declared_plane, error_result, prepare_unit
 
 if TYPE_CHECKING:
-    from ..service import Service
+    from .deps import IngestDeps, ObjectGate
 
 
 @dataclass
@@ -51,8 +51,14 @@ def required_tier(plane: str) -> str:
 
 
 class Ingestor:
-    def __init__(self, svc: Service) -> None:
-        self.svc = svc
+    def __init__(self, deps: IngestDeps) -> None:
+        self.deps = deps
+
+    @property
+    def objects(self) -> ObjectGate:
+        if self.deps.objects is None:
+            raise RuntimeError("this process ingests no object by request (a worker)")
+        return self.deps.objects
 
     def ingest(
         self,
@@ -61,7 +67,7 @@ class Ingestor:
         header_scope: str | None,
         mode: str = "replace",
     ) -> dict[str, Any]:
-        s = self.svc.settings
+        s = self.deps.settings
         if not principal.has("write"):
             raise ForbiddenError("the write permission is required to ingest")
         if header_scope is not None:
@@ -116,7 +122,7 @@ class Ingestor:
                         required_tier=required_tier(plane),
                         plane=plane,
                     )
-        self.svc.check_media_caps(principal, {pl for _, planes in media.values() for pl in planes})
+        self.objects.check_media_caps(principal, {pl for _, pls in media.values() for pl in pls})
         texts = [p for p in prepared if p.index not in media]
         jobs = [p for p in prepared if p.index in media]
         fresh = self._skip_known(texts)
@@ -125,8 +131,8 @@ class Ingestor:
         texts, later = deferred.split(texts, s.ingest_max_chunks)
         put_off = {id(p) for doc in later for p in doc}
         self._chunk_and_embed([p for p in fresh if id(p) not in put_off])
-        with self.svc.catalog.write_lock():
-            with self.svc.catalog.write() as conn:
+        with self.deps.catalog.write_lock():
+            with self.deps.catalog.write() as conn:
                 refused = self._admit(conn, principal, prepared)
                 for i, why in refused.items():
                     results[i] = error_result(why)
@@ -136,7 +142,7 @@ class Ingestor:
                 later = [
                     d for d in ([p for p in doc if p.index not in refused] for doc in later) if d
                 ]
-                self.svc.check_blobs_kept(prepared)
+                self.objects.check_blobs_kept(prepared)
                 self._check_quota(conn, principal, prepared)
                 faults.point("ingest.quota.after_check")
                 outcomes = self._write(conn, principal, texts, mode, check_quota=False)
@@ -146,10 +152,10 @@ class Ingestor:
                     for p in doc:
                         results[p.index] = job
             faults.point("ingest.after_commit")
-            self.svc.sync.apply_pending()
+            self.deps.apply()
             faults.point("ingest.after_apply")
         if queued or later:
-            self.svc.jobs_wakeup()
+            self.deps.wake()
         ingested = 0
         for p, out in zip(texts, outcomes, strict=True):
             res: dict[str, Any] = {"ok": True, "unit_id": out.unit_ids[0], "status": out.status}
@@ -209,10 +215,10 @@ class Ingestor:
     ) -> tuple[str, tuple[str, ...]] | None:
         """Load a text object into ``p``, or check a media object; None for text."""
         assert p.object_key is not None
-        row = self.svc.object_for_read(principal, p.object_key)
-        blob = self.svc.blobs.path(row["sha256"])
+        row = self.objects.object_for_read(principal, p.object_key)
+        blob = self.deps.blobs.path(row["sha256"])
         given = isinstance(raw, dict) and "modality" in raw
-        sniffed, planes = objects_in.resolve(p, row, blob, given, self.svc.settings.max_text_chars)
+        sniffed, planes = objects_in.resolve(p, row, blob, given, self.deps.settings.max_text_chars)
         if p.text:
             return None
         return sniffed, planes
@@ -224,7 +230,7 @@ class Ingestor:
         dedupe = hashlib.sha256(
             f"{p.scope}\0{p.doc_id}\0{p.acl_owner}\0{p.content_hash}".encode()
         ).hexdigest()
-        prior = self.svc.jobs.find(conn, dedupe)
+        prior = self.deps.jobs.find(conn, dedupe)
         if prior is not None:
             status = "queued" if prior["state"] in ("queued", "running") else "unchanged"
             out: dict[str, Any] = {"ok": True, "status": status, "job_id": prior["id"]}
@@ -264,7 +270,7 @@ class Ingestor:
             "key_id": principal.key_id,
             "key_issuer": principal.key_issuer,
         }
-        job_id = self.svc.jobs.enqueue(
+        job_id = self.deps.jobs.enqueue(
             conn,
             "derive",
             payload,
@@ -283,7 +289,7 @@ class Ingestor:
         faults.point("ingest.enqueue.after_reserve")
         audit.append(
             conn,
-            self.svc.audit_key,
+            self.deps.audit_key,
             principal,
             "ingest.queued",
             {"job_id": job_id, "scope": p.scope, "object": p.object_key},
@@ -292,7 +298,7 @@ class Ingestor:
 
     def _skip_known(self, prepared: list[Prepared]) -> list[Prepared]:
         """Units already stored under the same idempotency key need no embedding."""
-        conn = self.svc.catalog.reader()
+        conn = self.deps.catalog.reader()
         return [
             p
             for p in prepared
@@ -300,14 +306,14 @@ class Ingestor:
         ]
 
     def _chunk(self, prepared: list[Prepared]) -> None:
-        s = self.svc.settings
+        s = self.deps.settings
         for p in prepared:
             if p.chunks:  # chunked already (the request's chunk budget counted them)
                 continue
             kind: Literal["prose", "lines"] = "lines" if p.modality in ("code", "log") else "prose"
             chunks = chunk_text(
                 p.text,
-                self.svc.embedder,
+                self.deps.embedder,
                 max_tokens=s.chunk_tokens,
                 overlap_tokens=s.chunk_overlap_tokens,
                 kind=kind,
@@ -315,7 +321,7 @@ class Ingestor:
             chunk_prepared(p, chunks)
 
     def _chunk_and_embed(self, prepared: list[Prepared]) -> None:
-        emb = self.svc.embedder
+        emb = self.deps.embedder
         self._chunk(prepared)
         # Chunks after the first are embedded with the document's title line (context).
         texts = [
@@ -389,7 +395,7 @@ class Ingestor:
                     "event_at": event_at,
                     "t_bucket": event_at // 3_600_000,
                     "created_by": principal.name,
-                    "model_id": self.svc.embedder.model_id,
+                    "model_id": self.deps.embedder.model_id,
                     "object_key": p.object_key,
                     "object_sha": p.object_sha,
                 }
@@ -431,7 +437,7 @@ class Ingestor:
                 "removed": removed,
                 "merkle_root": audit.merkle_root(content_hashes),
             }
-            audit.append(conn, self.svc.audit_key, principal, action, record)
+            audit.append(conn, self.deps.audit_key, principal, action, record)
         return outcomes
 
     def _check_quota(

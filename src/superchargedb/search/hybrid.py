@@ -28,7 +28,12 @@ from .lexical import LexicalLeg, query_terms
 from .rerank import rerank_stage
 
 if TYPE_CHECKING:
-    from ..service import Service
+    from ..models.embedder import Embedder
+    from ..settings import Settings
+    from ..storage.catalog import Catalog
+    from ..storage.index_sync import IndexSync
+    from ..storage.vectors import VectorStore
+    from .rerank import Reranker
 
 
 _TOKEN_CACHE = 4096  # query texts whose token count is kept
@@ -43,25 +48,41 @@ class _Timer:
 
 
 class Searcher:
-    def __init__(self, svc: Service) -> None:
-        self.svc = svc
-        self.candidates = CandidateCache(svc.settings.candidate_cache_max_bytes)
-        self.lexical = LexicalLeg(svc.settings.lexical_backend, svc.sync.lexical, lambda: svc.ready)
+    """The search pipeline over the components it reads (given by the wiring, never the
+    service facade)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        sync: IndexSync,
+        store: VectorStore,
+        embedder: Embedder,
+        reranker: Reranker | None,
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.sync = sync
+        self.store = store
+        self.embedder = embedder
+        self.reranker = reranker
+        self.candidates = CandidateCache(settings.candidate_cache_max_bytes)
+        self.lexical = LexicalLeg(settings.lexical_backend, sync.lexical, lambda: sync.ready)
         self._tokens: Lru[tuple[str, str], int] = Lru(_TOKEN_CACHE)
 
     def run(self, q: AegisQuery, rf: ReadFilter, trace: Trace) -> list[dict[str, Any]]:
         """Hits for ``q`` among the Units ``rf`` admits, each stage in ``trace``."""
-        s = self.svc.settings
+        s = self.settings
         depth = max(s.leg_depth, q.top_k)
-        conn = self.svc.catalog.reader()
-        seq = self.svc.sync.applied_seq
+        conn = self.catalog.reader()
+        seq = self.sync.applied_seq
         where, params = where_sql(rf, seq)
         planes = rf.planes
         dense: list[int] = []
         lexical: list[int] = []
         if q.mode in ("hybrid", "dense"):
             t = _Timer()
-            vec = self.svc.embedder.embed_query(q.q)
+            vec = self.embedder.embed_query(q.q)
             tokens = self._query_tokens(q.q)
             trace.stages.append(Stage("embed", t.ms(), tokens=tokens))
             t = _Timer()
@@ -110,7 +131,7 @@ class Searcher:
         rr_rank: dict[int, int] = {}
         if q.rerank:
             fused, stage, rr_rank = rerank_stage(
-                self.svc.reranker,
+                self.reranker,
                 q.q,
                 fused,
                 lambda keys: {k: r["text"] for k, r in units_sql.fetch_rows(conn, keys).items()},
@@ -133,7 +154,7 @@ class Searcher:
     def _query_tokens(self, text: str) -> int:
         """The query's token count for the trace, cached per model and text like its vector
         (tokenizing it again cost 0.18 ms a search)."""
-        emb = self.svc.embedder
+        emb = self.embedder
         return self._tokens.get_or((emb.model_id, text), lambda: emb.count_tokens(text))
 
     @staticmethod
@@ -173,8 +194,8 @@ class Searcher:
 
         ``index_ids(plane)``: the readable ids from the lexical index (None: ask the catalog).
         """
-        s = self.svc.settings
-        store = self.svc.store
+        s = self.settings
+        store = self.store
         scored: list[tuple[float, int]] = []
         plans = []
         for plane in planes:

@@ -104,6 +104,16 @@ class IndexSync:
             faults.point("sync.after_apply")
             self.applied_seq = max(self.applied_seq, self._vec_top)
 
+    def outbox_head(self) -> int:
+        """The newest committed outbox seq (by this process or another): ``outbox_head() -
+        applied_seq`` is the lag, and a worker's commits are pending while it is positive."""
+        row = (
+            self.catalog.reader()
+            .execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
+            .fetchone()
+        )
+        return int(row[0]) if row else 0
+
     def close(self) -> None:
         try:
             self.wait_vectors()

@@ -1,0 +1,80 @@
+"""The parts one process is made of, built by ``wiring.py`` and closed in reverse order.
+
+A plain record: no part reaches another through it. The service facade, the background
+threads and the CLI take the parts they use from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import faults
+from .models.executor import EmbedExecutor
+from .ratelimit import RedisLimiter
+from .storage import audit
+
+if TYPE_CHECKING:
+    from .answer.pipeline import Answerer
+    from .ingest.pipeline import Ingestor
+    from .metering import Meter
+    from .metrics import Metrics
+    from .models.embedder import Embedder
+    from .ratelimit import Limiter
+    from .search.cache import ResultCache
+    from .search.hybrid import Searcher
+    from .search.rerank import Reranker
+    from .settings import Settings
+    from .storage.catalog import Catalog
+    from .storage.index_sync import IndexSync
+    from .storage.jobs import JobQueue
+    from .storage.lock import DataDirLock
+    from .storage.objects import FileBlobStore
+    from .storage.vectors import VectorStore
+
+
+@dataclass
+class Components:
+    settings: Settings
+    lock: DataDirLock
+    embedder: Embedder
+    catalog: Catalog
+    audit_key: bytes
+    audit_anchor: Path
+    store: VectorStore
+    sync: IndexSync
+    cache: ResultCache
+    limiter: Limiter
+    reranker: Reranker | None
+    searcher: Searcher
+    answerer: Answerer
+    blobs: FileBlobStore
+    jobs: JobQueue
+    meter: Meter
+    metrics: Metrics
+    ingestor: Ingestor | None = None  # set by the wiring once the object gate exists
+    swept: dict[str, Any] | None = None  # what the start-up sweep of objects/ reclaimed
+    versions: str = ""  # model and fusion versions: part of every result-cache key
+
+    def close(self) -> None:
+        """Flush, checkpoint and anchor, then release in reverse order of building (the
+        background threads are stopped first, by their owner)."""
+        for prov in self.answerer.providers:
+            closer = getattr(prov, "close", None)
+            if closer is not None:
+                closer()
+        try:
+            self.meter.flush()
+            with self.catalog.write_lock():
+                self.sync.checkpoint()
+            faults.point("service.close.after_checkpoint")
+            audit.write_anchor(self.catalog.reader(), self.audit_key, self.audit_anchor)
+        finally:
+            self.sync.close()
+            if isinstance(self.limiter, RedisLimiter):
+                self.limiter.close()
+            if isinstance(self.embedder, EmbedExecutor):
+                self.embedder.close()
+            self.catalog.close()
+            self.lock.release()

@@ -1,0 +1,48 @@
+"""What the ingest pipeline and the job runner are given: components, never the service.
+
+The server and ``superchargedb worker`` each build one :class:`IngestDeps` (the wiring does);
+the two differ only in what happens after a commit (the server applies the outbox to its
+in-memory indexes at once, a worker leaves that to the server that owns them) and in the object
+gate (the server's object service; a worker's jobs read blobs they already pinned).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..models.embedder import Embedder
+    from ..settings import Settings
+    from ..storage.catalog import Catalog
+    from ..storage.jobs import JobQueue
+    from ..storage.objects import FileBlobStore
+    from ..types import Principal
+
+
+class ObjectGate(Protocol):
+    """The object rules an ingest that cites an object must pass (the object service)."""
+
+    def object_for_read(self, principal: Principal, key: str) -> Any: ...
+
+    def check_media_caps(self, principal: Principal, planes: Iterable[str]) -> None: ...
+
+    def check_blobs_kept(self, prepared: Iterable[Any]) -> None: ...
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass
+class IngestDeps:
+    settings: Settings
+    catalog: Catalog
+    embedder: Embedder
+    blobs: FileBlobStore
+    jobs: JobQueue
+    audit_key: bytes
+    objects: ObjectGate | None = None  # None in a worker: it ingests no object by request
+    apply: Callable[[], None] = _nothing  # after a commit, under the write lock
+    wake: Callable[[], None] = _nothing  # new jobs were queued

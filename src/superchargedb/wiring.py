@@ -1,0 +1,219 @@
+"""The one place that builds a process from Settings: the server's parts, its background
+threads and the service facade over them, or a worker's slice.
+
+``serve``, ``worker``, the offline CLI, the benchmarks and the tests all come through here, so
+the order is one order: lock the data dir, build storage, then the models and pipelines over it,
+sweep what a crash left, start the threads; closing stops the threads first, then the parts in
+reverse (``Components.close``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from threadpoolctl import threadpool_limits
+
+from .answer.localize import Localizer
+from .answer.pipeline import Answerer
+from .answer.providers import ChatProvider, OpenAIChatProvider
+from .answer.verify import make_checker
+from .background import Background
+from .components import Components
+from .errors import UnavailableError, ValidationError
+from .ingest.deps import IngestDeps
+from .ingest.pipeline import Ingestor
+from .metering import Meter
+from .metrics import Metrics
+from .models.embedder import Embedder, make_embedder
+from .models.executor import EmbedExecutor
+from .ratelimit import make_limiter
+from .search.cache import ResultCache
+from .search.hybrid import Searcher
+from .search.rerank import make_reranker
+from .service import Service
+from .settings import Settings
+from .storage import audit
+from .storage.catalog import Catalog
+from .storage.index_sync import IndexSync
+from .storage.jobs import JobQueue
+from .storage.lock import DataDirLock
+from .storage.objects import FileBlobStore, sweep_orphans
+from .storage.reindex import stale_count
+from .storage.sparse import SparseIndex
+from .storage.vectors import VectorStore
+from .worker import WorkerContext
+
+log = logging.getLogger(__name__)
+
+
+def _executor(settings: Settings, embedder: Embedder | None) -> EmbedExecutor:
+    """Every embedding goes through one micro-batching worker (D-42)."""
+    s = settings
+    return EmbedExecutor(
+        embedder
+        or make_embedder(
+            s.embedder,
+            max_tokens=s.embed_max_tokens,
+            threads=s.embed_threads,
+            batch_size=s.embed_batch_size,
+            cache_size=0,  # the executor caches query vectors
+        ),
+        max_batch=s.embed_batch_size,
+        wait_ms=s.embed_batch_wait_ms,
+        max_queue=s.embed_queue_max,
+        cache_size=s.embed_cache_size,
+        owns_inner=embedder is None,
+    )
+
+
+def providers(s: Settings) -> list[ChatProvider]:
+    out: list[ChatProvider] = []
+    for name in [n.strip() for n in s.answer_providers.split(",") if n.strip()]:
+        if name == "openai":
+            out.append(
+                OpenAIChatProvider(
+                    s.openai_chat_model,
+                    s.openai_base_url,
+                    s.openai_api_key,
+                    context_words=s.openai_context_words or None,
+                )
+            )
+        elif name == "local":
+            from .answer.local_llm import LocalLlamaProvider
+
+            out.append(
+                LocalLlamaProvider(s.local_model_path, context_words=s.local_context_words or None)
+            )
+        else:
+            raise ValidationError(f"unknown answer provider {name!r} (openai, local)")
+    return out
+
+
+def build_components(settings: Settings, embedder: Embedder | None = None) -> Components:
+    """Lock the data dir and build every part over it (nothing started yet)."""
+    s = settings
+    data = Path(s.data_dir)
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "index").mkdir(exist_ok=True)
+    (data / "objects").mkdir(exist_ok=True)
+    lock = DataDirLock(data)
+    lock.acquire()
+    locked_at = time.time()  # anything in objects/ older than this has no live writer
+    # numpy's OpenBLAS spreads even a 2,000 x 384 product over every core, and under load
+    # its spinning threads made the exact scan 17x slower (D-42: thread counts are settings).
+    # Process-wide, like onnxruntime's thread setting.
+    threadpool_limits(limits=s.blas_threads, user_api="blas")
+    emb: EmbedExecutor | None = None
+    try:
+        emb = _executor(s, embedder)
+        catalog = Catalog(
+            data / "catalog.db",
+            s.sqlite_synchronous,
+            writer_cache_mb=s.sqlite_cache_mb,
+            reader_cache_mb=s.sqlite_reader_cache_mb,
+            reader_mmap_mb=s.sqlite_reader_mmap_mb,
+        )
+        audit_key = audit.load_key(s.audit_key_file)
+        audit_anchor = audit.anchor_path(data, s.audit_anchor_file)
+        if stale_count(catalog, emb.model_id):
+            raise UnavailableError(
+                f"Units in {data} were embedded with another model than "
+                f"{emb.model_id}: run `superchargedb reindex --data {data}`"
+            )
+        store = VectorStore(data / "index", emb.dim, emb.model_id)
+        lexical = SparseIndex(data / "lexical") if s.lexical_backend == "sparse" else None
+        sync = IndexSync(catalog, store, s.checkpoint_every, lexical)
+        sync.startup()
+    except BaseException:
+        if emb is not None:
+            emb.close()
+        lock.release()
+        raise
+    reranker = make_reranker(s)
+    searcher = Searcher(s, catalog, sync, store, emb, reranker)
+    answerer = Answerer(
+        s, searcher, emb, providers(s), make_checker(s.support_checker, emb), Localizer(emb)
+    )
+    blobs = FileBlobStore(data / "objects")
+    jobs = JobQueue(catalog, s.job_lease_s, s.job_max_attempts, owner_kind="server")
+    # Before any request or worker thread: what a crash left behind can have no live owner.
+    swept: dict[str, Any] | None
+    try:
+        swept = sweep_orphans(catalog.reader(), blobs.root, locked_at)
+    except Exception:  # reclaiming space must never keep the server from starting
+        log.exception("object store sweep failed")
+        swept = None
+    jobs.release_dead_leases(own_data_dir=True)
+    return Components(
+        settings=s,
+        lock=lock,
+        embedder=emb,
+        catalog=catalog,
+        audit_key=audit_key,
+        audit_anchor=audit_anchor,
+        store=store,
+        sync=sync,
+        cache=ResultCache(s.cache_max_bytes),
+        limiter=make_limiter(s),
+        reranker=reranker,
+        searcher=searcher,
+        answerer=answerer,
+        blobs=blobs,
+        jobs=jobs,
+        meter=Meter(catalog),
+        metrics=Metrics(),
+        swept=swept,
+        versions=f"{emb.model_id};rrf{s.rrf_k};d{s.leg_depth}",
+    )
+
+
+def open_service(settings: Settings, embedder: Embedder | None = None) -> Service:
+    """The server's service facade over freshly built parts, its threads running."""
+    parts = build_components(settings, embedder)
+    bg = Background(parts)
+    svc = Service(parts, bg)
+    parts.ingestor = svc.ingestor = Ingestor(
+        IngestDeps(
+            settings=parts.settings,
+            catalog=parts.catalog,
+            embedder=parts.embedder,
+            blobs=parts.blobs,
+            jobs=parts.jobs,
+            audit_key=parts.audit_key,
+            objects=svc,
+            apply=parts.sync.apply_pending,
+            wake=bg.wake.set,
+        )
+    )
+    bg.start()
+    return svc
+
+
+def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerContext:
+    """A ``superchargedb worker`` process's parts: it does not own the data dir."""
+    s = settings
+    data = Path(s.data_dir)
+    if not (data / "catalog.db").exists():
+        raise SystemExit(f"no catalog in {data}: start the server once first")
+    catalog = Catalog(data / "catalog.db", s.sqlite_synchronous)
+    emb = embedder or make_embedder(
+        s.embedder,
+        max_tokens=s.embed_max_tokens,
+        threads=s.embed_threads,
+        batch_size=s.embed_batch_size,
+    )
+    jobs = JobQueue(catalog, s.job_lease_s, s.job_max_attempts)
+    # Leases of workers (or servers) that provably died on this machine resume at once.
+    jobs.release_dead_leases(own_data_dir=False)
+    deps = IngestDeps(
+        settings=s,
+        catalog=catalog,
+        embedder=emb,
+        blobs=FileBlobStore(data / "objects"),
+        jobs=jobs,
+        audit_key=audit.load_key(s.audit_key_file),
+    )
+    return WorkerContext(deps, Ingestor(deps))
