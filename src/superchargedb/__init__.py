@@ -6,8 +6,7 @@ onnxruntime's segfaults the interpreter on this platform (see docs/decisions.md,
 
 import onnxruntime as _ort  # noqa: F401  (import order matters, see above)
 
-__version__ = "0.1.0"
-
+from ._version import __version__  # noqa: E402
 from .client import APIError, AsyncClient, Client  # noqa: E402  (after onnxruntime, see above)
 
 __all__ = ["APIError", "AsyncClient", "Client", "__version__"]

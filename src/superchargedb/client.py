@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import httpx
 
-from . import __version__
+from ._version import __version__
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 T = TypeVar("T")

@@ -18,7 +18,7 @@ from .errors import ForbiddenError, GroupForbiddenError, NotFoundError, Validati
 from .storage import audit
 from .storage import units as units_sql
 from .storage.filter_sql import scope_sql, visible_sql
-from .types import PLANES, Principal
+from .types import PLANES, Locator, Principal
 
 if TYPE_CHECKING:
     from .ingest.pipeline import Ingestor
@@ -169,8 +169,6 @@ class DocumentsMixin:
         t_from: int | None = None,
         t_to: int | None = None,
     ) -> dict[str, Any]:
-        from .service import unit_dict
-
         scopes, n, vis, params, extra, fparams = self._listing(
             principal, header_scope, query_scope, limit, plane, modality, t_from, t_to
         )
@@ -324,3 +322,29 @@ class DocumentsMixin:
             "est_cost_usd": round(cost, 6),
             **self.object_usage(principal),  # type: ignore[attr-defined]
         }
+
+
+def unit_dict(row: Any) -> dict[str, Any]:
+    loc = Locator.from_row(row)
+    return {
+        "unit_id": row["unit_id"],
+        "text": row["text"],
+        "scope": row["scope"],
+        "doc_id": row["doc_id"],
+        "modality": row["modality"],
+        "plane": row["plane"],
+        "source_uri": row["source_uri"],
+        "mime": row["mime"],
+        "locator": loc.to_dict() if loc else None,
+        "acl_owner": row["acl_owner"],
+        "acl_groups": orjson.loads(row["acl_groups"]),
+        "content_hash": row["content_hash"],
+        "chunk": {"index": row["chunk_idx"], "count": row["n_chunks"]},
+        "created_at": row["created_at"],
+        "event_at": row["event_at"],
+        "t_bucket": row["t_bucket"],
+        "link": units_sql.unit_link(row),
+        "preview": f"/v1/units/{row['unit_id']}/preview"
+        if row["object_key"] and row["plane"] in ("doc_visual", "visual")
+        else None,
+    }

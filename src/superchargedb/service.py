@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import ValidationError as PydanticValidationError
 
 from . import faults
@@ -20,7 +19,7 @@ from .auth import principals as principals_mod
 from .auth.scopes import check_scope, clamp
 from .background import Background
 from .components import Components
-from .documents import DocumentsMixin
+from .documents import DocumentsMixin, unit_dict
 from .errors import (
     ForbiddenError,
     NotFoundError,
@@ -417,29 +416,3 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.sync.apply_pending()
         faults.point("delete.after_apply")
         return gone
-
-
-def unit_dict(row: Any) -> dict[str, Any]:
-    loc = Locator.from_row(row)
-    return {
-        "unit_id": row["unit_id"],
-        "text": row["text"],
-        "scope": row["scope"],
-        "doc_id": row["doc_id"],
-        "modality": row["modality"],
-        "plane": row["plane"],
-        "source_uri": row["source_uri"],
-        "mime": row["mime"],
-        "locator": loc.to_dict() if loc else None,
-        "acl_owner": row["acl_owner"],
-        "acl_groups": orjson.loads(row["acl_groups"]),
-        "content_hash": row["content_hash"],
-        "chunk": {"index": row["chunk_idx"], "count": row["n_chunks"]},
-        "created_at": row["created_at"],
-        "event_at": row["event_at"],
-        "t_bucket": row["t_bucket"],
-        "link": units_sql.unit_link(row),
-        "preview": f"/v1/units/{row['unit_id']}/preview"
-        if row["object_key"] and row["plane"] in ("doc_visual", "visual")
-        else None,
-    }

@@ -24,7 +24,7 @@ from .prepare import Prepared
 
 if TYPE_CHECKING:
     from ..storage.jobs import Job
-    from .pipeline import Ingestor
+    from .deps import IngestDeps
 
 KIND = "embed"
 DocKey = tuple[str, str, str]
@@ -101,11 +101,10 @@ def prepared_of(job: Job) -> tuple[list[Prepared], str]:
 
 
 def enqueue(
-    ing: Ingestor, conn: sqlite3.Connection, principal: Principal, doc: list[Prepared], mode: str
+    deps: IngestDeps, conn: sqlite3.Connection, principal: Principal, doc: list[Prepared], mode: str
 ) -> dict[str, Any]:
     """Queue one document's embedding inside the request's transaction (idempotent per the
     document's content and mode); the per-Unit result."""
-    deps = ing.deps
     first = doc[0]
     digest = hashlib.sha256(f"{KIND}\0{mode}".encode())
     for part in (*doc_key(first), *sorted(p.content_hash for p in doc)):

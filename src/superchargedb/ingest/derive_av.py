@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 
 from ..types import Locator
-from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, run_engine, run_worker
+from .derive_base import (
+    DerivationError,
+    Derived,
+    DeriveOptions,
+    MediaLimits,
+    run_engine,
+    run_worker,
+)
 from .derive_ocr import MIN_PHOTO_CONF, ocr_lines, ocr_words
 
 MAX_UTTERANCE_S = 30.0

@@ -18,12 +18,19 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
 from ..types import Locator
-from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, run_engine, run_worker
+from .derive_base import (
+    DerivationError,
+    Derived,
+    DeriveOptions,
+    MediaLimits,
+    run_engine,
+    run_worker,
+)
 
 log = logging.getLogger(__name__)
 ALNUM = re.compile(r"[^\W_]")
@@ -185,12 +192,6 @@ def derive_scan(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> l
     return units
 
 
-class Captioner(Protocol):
-    """Describes an image in words; ``None`` when it has nothing to say."""
-
-    def caption(self, image_path: Path) -> str | None: ...
-
-
 @dataclass
 class ImageDescription:
     text: str
@@ -275,7 +276,7 @@ class HttpCaptioner:
         self.max_bytes, self.prompt = max_bytes, prompt
 
     def caption(self, image_path: Path) -> str | None:
-        from .derive import sniff
+        from .derive_base import sniff
 
         data = Path(image_path).read_bytes()
         if len(data) > self.max_bytes:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..types import Locator
-from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, run_worker
+from .derive_base import DerivationError, Derived, DeriveOptions, MediaLimits, run_worker
 from .derive_ocr import MAX_REGION_CHARS, ocr_regions, ocr_words, split_lines
 from .media_worker import rotate_box
 

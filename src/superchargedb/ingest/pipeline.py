@@ -148,7 +148,7 @@ class Ingestor:
                 outcomes = self._write(conn, principal, texts, mode, check_quota=False)
                 queued = [self._enqueue(conn, principal, p, media[p.index][0]) for p in jobs]
                 for doc in later:
-                    job = deferred.enqueue(self, conn, principal, doc, mode)
+                    job = deferred.enqueue(self.deps, conn, principal, doc, mode)
                     for p in doc:
                         results[p.index] = job
             faults.point("ingest.after_commit")
