@@ -2,7 +2,7 @@
 this tree's, on the same loaded index, with an exactness check against the exhaustive scorer.
 
 Opens only the derived lexical index of a ``bench/scale.py`` data dir (no Service, no vectors),
-loads ``search/sparse_search.py`` of ``--old`` beside this tree's, and runs each query's BM25
+loads ``storage/sparse_search.py`` (``search/`` before the storage seam) of ``--old`` beside this tree's, and runs each query's BM25
 top-k (k = ``--k``, the hybrid leg depth) on both, the order alternating per query, under a
 100 % / 10 % / 1 % scope mask. Reports wall and CPU p50/p95 per arm and the paired ratio; every
 query's new top-k is also compared with ``topk(exhaustive=True)`` (all postings scored, no
@@ -33,16 +33,21 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def load_old(commit: str, tmp: Path) -> ModuleType:
-    src = subprocess.run(
-        ["git", "show", f"{commit}:src/superchargedb/search/sparse_search.py"],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    # The module moved from search/ to storage/ with the storage seam: older commits have it there.
+    for where in ("storage", "search"):
+        got = subprocess.run(
+            ["git", "show", f"{commit}:src/superchargedb/{where}/sparse_search.py"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        if got.returncode == 0:
+            break
+    got.check_returncode()
+    src = got.stdout
     path = tmp / "sparse_search_old.py"
     path.write_text(src)
-    spec = importlib.util.spec_from_file_location("superchargedb.search.sparse_search_old", path)
+    spec = importlib.util.spec_from_file_location("superchargedb.storage.sparse_search_old", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
@@ -60,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=100)
     args = ap.parse_args(argv)
 
-    from superchargedb.search import sparse_search as new
-    from superchargedb.search.lexical import query_terms
+    from superchargedb.query_terms import query_terms
+    from superchargedb.storage import sparse_search as new
     from superchargedb.storage.sparse import SparseIndex
 
     old = load_old(args.old, Path(tempfile.mkdtemp(prefix="lexical-ab-")))

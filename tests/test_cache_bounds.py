@@ -15,7 +15,7 @@ from superchargedb.answer.verify import LexicalDenseChecker
 from superchargedb.models.embedder import Embedder
 from superchargedb.models.executor import EmbedExecutor
 from superchargedb.search.cache import ResultCache
-from superchargedb.search.candidates import CandidateCache, Candidates
+from superchargedb.storage.candidates import CandidateCache, Candidates
 from superchargedb.storage.catalog import Catalog
 
 

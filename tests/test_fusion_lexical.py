@@ -7,8 +7,9 @@ import sqlite3
 from hypothesis import given
 from hypothesis import strategies as st
 
+from superchargedb.query_terms import STOPWORDS, query_terms
 from superchargedb.search.fusion import rrf
-from superchargedb.search.lexical import STOPWORDS, fts_match, query_terms
+from superchargedb.storage.lexical_leg import fts_match
 
 
 def naive_rrf(lists, k=60):

@@ -12,7 +12,7 @@ from corpus import (
     PARAPHRASE_QUERY,
     PARAPHRASE_TARGET,
 )
-from superchargedb.search.lexical import query_terms
+from superchargedb.query_terms import query_terms
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import superchargedb  # noqa: F401  (onnxruntime before usearch)
+from superchargedb.query_terms import query_terms
 from superchargedb.search.hits import Snippeter, snippet
-from superchargedb.search.lexical import query_terms
 
 
 def reference_snippet(text: str, terms: Sequence[str], width: int = 240) -> str:

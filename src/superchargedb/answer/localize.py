@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..search.lexical import query_terms
+from ..query_terms import query_terms
 from . import terms as T
 from .sentences import split_sentences
 

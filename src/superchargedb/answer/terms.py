@@ -17,7 +17,7 @@ import functools
 import math
 import re
 
-from ..search.lexical import query_terms
+from ..query_terms import query_terms
 
 __all__ = [
     "QUESTION_WORDS",

@@ -15,16 +15,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..models.query_cache import Lru
+from ..query_terms import query_terms
 from ..readfilter import ReadFilter
 from ..schemas import AegisQuery
 from ..storage import units as units_sql
+from ..storage.candidates import CandidateCache, Candidates, readable_ids
 from ..storage.filter_sql import where_sql
+from ..storage.lexical_leg import LexicalLeg
 from ..types import Stage, Trace
-from .candidates import CandidateCache, Candidates, readable_ids
 from .fusion import rrf
 from .hits import build_hits, fetch_hit_rows, hit_unit_id
 from .hits import snippet as snippet  # re-exported: callers import it from here
-from .lexical import LexicalLeg, query_terms
 from .rerank import rerank_stage
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ loaded, later outbox rows are replayed, or the whole index is rebuilt from the c
 Documents are addressed by catalog id (ids are never reused), so per-document arrays (``live``,
 ``dl``, ``sig``) are indexed by id. Tokens are FTS5's own (``fts5_tokens``), and the statistics
 are FTS5's: ``N`` rows, ``dl`` = tokens of text + context + acl, document frequency over
-text + context; so ``bm25()`` is reproduced to the last bit (``search/sparse_search.py``).
+text + context; so ``bm25()`` is reproduced to the last bit (``sparse_search.py``).
 A document's visibility attributes (scope, plane, modality, owner, groups) are one
 *signature* id, so a query's scope/ACL predicate is evaluated once per distinct signature.
 """

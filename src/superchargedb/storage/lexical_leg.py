@@ -17,7 +17,6 @@ depth, plus the filters the index does not hold: time, doc ids, applied watermar
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,64 +24,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..readfilter import ReadFilter
-from ..storage.acl_tokens import group_token, owner_token, scope_token
+from .acl_tokens import group_token, owner_token, scope_token
 from .visibility import Visibility
 
 if TYPE_CHECKING:
-    from ..storage.sparse import SparseIndex
+    from .sparse import SparseIndex
     from .sparse_search import SparseSearcher
 
 BACKENDS = ("sparse", "fts5")
-
-# Lucene's English stopword set (what the published BM25 baselines use).
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "such",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "will",
-        "with",
-    ]
-)
-_TOKEN = re.compile(r"\w+", re.UNICODE)
-MAX_TERMS = 64
-
-
-def query_terms(q: str) -> list[str]:
-    """Distinct lower-cased ``\\w+`` tokens of ``q`` minus stopwords, in order."""
-    seen: dict[str, None] = {}
-    for t in _TOKEN.findall(q.lower()):
-        if t not in STOPWORDS and t not in seen:
-            seen[t] = None
-    return list(seen)[:MAX_TERMS]
 
 
 def fts_match(

@@ -22,8 +22,8 @@ from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
-from ..storage.sparse import Signature, SparseIndex
-from ..storage.sparse_segment import K1, B, Segment
+from .sparse import Signature, SparseIndex
+from .sparse_segment import K1, B, Segment
 from .visibility import SigColumns, Visibility
 
 Phrase = tuple[float, float, list[tuple[Segment, int]], int]  # idf, score bound, where, term id
