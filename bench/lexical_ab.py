@@ -2,11 +2,11 @@
 this tree's, on the same loaded index, with an exactness check against the exhaustive scorer.
 
 Opens only the derived lexical index of a ``bench/scale.py`` data dir (no Service, no vectors),
-loads ``storage/sparse_search.py`` (``search/`` before the storage seam) of ``--old`` beside this tree's, and runs each query's BM25
-top-k (k = ``--k``, the hybrid leg depth) on both, the order alternating per query, under a
-100 % / 10 % / 1 % scope mask. Reports wall and CPU p50/p95 per arm and the paired ratio; every
-query's new top-k is also compared with ``topk(exhaustive=True)`` (all postings scored, no
-pruning): any difference is an error.
+loads ``storage/sparse_search.py`` (``search/`` before the storage seam) of ``--old`` beside
+this tree's, and runs each query's BM25 top-k (k = ``--k``, the hybrid leg depth) on both, the
+order alternating per query, under a 100 % / 10 % / 1 % scope mask. Reports wall and CPU
+p50/p95 per arm and the paired ratio; every query's new top-k is also compared with
+``topk(exhaustive=True)`` (all postings scored, no pruning): any difference is an error.
 
     .venv/bin/python bench/lexical_ab.py --data /tmp/scale4/scale-1000000 --old main
 """
