@@ -9,24 +9,13 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from .ingest.derive import MediaLimits
+from .ingest.engine_settings import media_limits
 from .ingest.jobs_runner import JobRunner
 
 if TYPE_CHECKING:
     from .components import Components
 
 log = logging.getLogger(__name__)
-
-
-def media_limits(settings: object) -> MediaLimits:
-    s = settings
-    return MediaLimits(
-        max_pages=s.media_max_pages,  # type: ignore[attr-defined]
-        max_pixels=s.media_max_pixels,  # type: ignore[attr-defined]
-        max_duration_s=s.media_max_duration_s,  # type: ignore[attr-defined]
-        timeout_s=s.media_timeout_s,  # type: ignore[attr-defined]
-        memory_mb=s.media_memory_mb,  # type: ignore[attr-defined]
-    )
 
 
 class Background:

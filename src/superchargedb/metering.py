@@ -77,3 +77,15 @@ def object_usage(conn: sqlite3.Connection, principal: str) -> dict[str, Any]:
         "media_pages": int(pages),
         "media_minutes": round(int(media_ms) / 60_000, 2),
     }
+
+
+def media_reserved(conn: sqlite3.Connection, principal: str) -> tuple[int, int]:
+    """Document pages and media milliseconds the principal's queued and running derivation
+    jobs have reserved (measured at ingest; released when the job ends)."""
+    pages, ms = conn.execute(
+        "SELECT COALESCE(SUM(json_extract(payload, '$.cost_pages')), 0),"
+        " COALESCE(SUM(json_extract(payload, '$.cost_ms')), 0) FROM jobs"
+        " WHERE principal = ? AND kind = 'derive' AND state IN ('queued', 'running')",
+        (principal,),
+    ).fetchone()
+    return int(pages), int(ms)

@@ -27,7 +27,7 @@ from .errors import (
     ScopeForbiddenError,
     ValidationError,
 )
-from .metering import object_usage
+from .metering import media_reserved, object_usage
 from .storage import audit
 from .storage import units as units_sql
 from .storage.filter_sql import scope_sql, visible_sql
@@ -336,6 +336,37 @@ class ObjectsMixin:
             "media_pages": {"used": used["media_pages"], "cap": caps.media_pages},
             "media_minutes": {"used": used["media_minutes"], "cap": caps.media_minutes},
         }
+
+    def media_caps(self, principal: Principal) -> tuple[int | None, int | None]:
+        """The tier's document pages and media minutes caps (None: uncapped)."""
+        caps = tier_caps(self.settings, principal.tier)
+        return caps.media_pages, caps.media_minutes
+
+    def check_media_reserve(self, conn: Any, principal: Principal, pages: int, ms: int) -> None:
+        """Inside the ingest's write transaction, before a media job is queued: 402 when what
+        the caller's Units hold, plus what its queued and running jobs have reserved, plus this
+        job would pass a cap. Counted in the transaction, so concurrent ingests cannot both
+        take the last pages."""
+        pages_cap, minutes_cap = self.media_caps(principal)
+        used = object_usage(conn, principal.name)
+        held_pages, held_ms = media_reserved(conn, principal.name)
+        if pages and pages_cap is not None and used["media_pages"] + held_pages + pages > pages_cap:
+            raise QuotaExceededError(
+                f"this document's {pages} pages would pass your {principal.tier} tier's"
+                f" {pages_cap} document pages ({used['media_pages']} used,"
+                f" {held_pages} reserved by queued jobs)",
+                limit=pages_cap,
+                used=used["media_pages"] + held_pages,
+            )
+        minutes = (held_ms + ms) / 60_000 + used["media_minutes"]
+        if ms and minutes_cap is not None and minutes > minutes_cap:
+            raise QuotaExceededError(
+                f"this recording's {ms / 60_000:.2f} minutes would pass your {principal.tier}"
+                f" tier's {minutes_cap} media minutes ({used['media_minutes']} used,"
+                f" {held_ms / 60_000:.2f} reserved by queued jobs)",
+                limit=minutes_cap,
+                used=round(used["media_minutes"] + held_ms / 60_000, 2),
+            )
 
     def check_media_caps(self, principal: Principal, planes: Iterable[str]) -> None:
         """402 ``quota_exceeded`` when a media ingest would derive into a full allowance."""

@@ -10,8 +10,8 @@ import logging
 import threading
 
 from . import faults
-from .background import media_limits
 from .ingest.deps import IngestDeps
+from .ingest.engine_settings import media_limits
 from .ingest.jobs_runner import JobRunner
 from .ingest.pipeline import Ingestor
 

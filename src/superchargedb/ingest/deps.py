@@ -30,6 +30,10 @@ class ObjectGate(Protocol):
 
     def check_blobs_kept(self, prepared: Iterable[Any]) -> None: ...
 
+    def media_caps(self, principal: Principal) -> tuple[int | None, int | None]: ...
+
+    def check_media_reserve(self, conn: Any, principal: Principal, pages: int, ms: int) -> None: ...
+
 
 def _nothing() -> None:
     return None

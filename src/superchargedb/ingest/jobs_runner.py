@@ -22,6 +22,7 @@ from ..errors import SCDBError
 from ..storage.jobs import Job, JobQueue, LeaseLost
 from . import deferred
 from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, derive
+from .engine_settings import options_from
 from .prepare import Prepared
 
 if TYPE_CHECKING:
@@ -30,20 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROGRESS_DERIVED = 0.5  # the progress a running job reports (derivation is most of the work)
-
-
-def options_from(settings: Any) -> DeriveOptions:
-    """Engine options from the settings (threads, ASR model, an optional HTTP captioner)."""
-    captioner = None
-    if settings.captioner_url:
-        from .derive_ocr import HttpCaptioner
-
-        captioner = HttpCaptioner(
-            settings.captioner_url, settings.captioner_model, settings.captioner_api_key
-        )
-    return DeriveOptions(
-        threads=settings.media_threads, asr_model=settings.asr_model, captioner=captioner
-    )
 
 
 def derived_hash(d: Derived, source_uri: str, mime: str, object_sha: str) -> str:

@@ -440,7 +440,23 @@ def task_transcribe(args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-TASKS = {"pdf": task_pdf, "image": task_image, "transcribe": task_transcribe}
+def task_pdf_pages(args: dict[str, Any]) -> dict[str, Any]:
+    """The page count alone (a media job's cost, measured before it is queued)."""
+    import pypdfium2 as pdfium
+
+    try:
+        pdf = pdfium.PdfDocument(args["path"])
+    except pdfium.PdfiumError as exc:
+        raise ValueError(f"malformed PDF ({exc})") from None
+    return {"pages": min(len(pdf), int(args["max_pages"]) + 1)}
+
+
+TASKS = {
+    "pdf": task_pdf,
+    "pdf_pages": task_pdf_pages,
+    "image": task_image,
+    "transcribe": task_transcribe,
+}
 
 
 def main(argv: list[str]) -> int:

@@ -32,8 +32,10 @@ from ..errors import (
 from ..storage import audit
 from ..storage import units as units_sql
 from ..types import TIER_PLANES, TIERS, Principal
-from . import deferred, objects_in
+from . import deferred, media_cost, objects_in
 from .chunking import chunk_text
+from .engine_settings import media_limits, options_from
+from .media_cost import MediaCost
 from .prepare import Prepared, chunk_prepared, declared_plane, error_result, prepare_unit
 
 if TYPE_CHECKING:
@@ -123,6 +125,7 @@ class Ingestor:
                         plane=plane,
                     )
         self.objects.check_media_caps(principal, {pl for _, pls in media.values() for pl in pls})
+        costs = self._media_costs(principal, prepared, media)
         texts = [p for p in prepared if p.index not in media]
         jobs = [p for p in prepared if p.index in media]
         fresh = self._skip_known(texts)
@@ -146,7 +149,10 @@ class Ingestor:
                 self._check_quota(conn, principal, prepared)
                 faults.point("ingest.quota.after_check")
                 outcomes = self._write(conn, principal, texts, mode, check_quota=False)
-                queued = [self._enqueue(conn, principal, p, media[p.index][0]) for p in jobs]
+                queued = [
+                    self._enqueue(conn, principal, p, media[p.index][0], costs.get(p.index))
+                    for p in jobs
+                ]
                 for doc in later:
                     job = deferred.enqueue(self.deps, conn, principal, doc, mode)
                     for p in doc:
@@ -223,8 +229,40 @@ class Ingestor:
             return None
         return sniffed, planes
 
+    def _media_costs(
+        self,
+        principal: Principal,
+        prepared: list[Prepared],
+        media: dict[int, tuple[str, tuple[str, ...]]],
+    ) -> dict[int, MediaCost]:
+        """What each media Unit's job will count against a capped allowance (none uncapped)."""
+        pages_cap, minutes_cap = self.objects.media_caps(principal)
+        if pages_cap is None and minutes_cap is None:
+            return {}
+        limits = media_limits(self.deps.settings)
+        options = options_from(self.deps.settings)
+        out: dict[int, MediaCost] = {}
+        for p in prepared:
+            if p.index in media and p.object_sha:
+                sniffed, planes = media[p.index]
+                out[p.index] = media_cost.estimate(
+                    self.deps.blobs.path(p.object_sha),
+                    sniffed,
+                    planes,
+                    pages=pages_cap is not None,
+                    minutes=minutes_cap is not None,
+                    limits=limits,
+                    options=options,
+                )
+        return out
+
     def _enqueue(
-        self, conn: sqlite3.Connection, principal: Principal, p: Prepared, sniffed: str
+        self,
+        conn: sqlite3.Connection,
+        principal: Principal,
+        p: Prepared,
+        sniffed: str,
+        cost: MediaCost | None = None,
     ) -> dict[str, Any]:
         """Queue the derivation of a media Unit (idempotent per request content)."""
         dedupe = hashlib.sha256(
@@ -270,6 +308,10 @@ class Ingestor:
             "key_id": principal.key_id,
             "key_issuer": principal.key_issuer,
         }
+        if cost is not None and (cost.pages or cost.ms):
+            # Reserved until the job finishes (then its Units count) or fails (then nothing).
+            self.objects.check_media_reserve(conn, principal, cost.pages, cost.ms)
+            payload["cost_pages"], payload["cost_ms"] = cost.pages, cost.ms
         job_id = self.deps.jobs.enqueue(
             conn,
             "derive",
