@@ -103,7 +103,7 @@ RULE_MUTATIONS: dict[str, tuple[str, Any]] = {
     "add_any_group": ("may_add_groups", lambda principal, old, new: True),
 }
 
-# Each injected bug (DECISIONS 50) must be caught through each path it affects, on its own: a
+# Each injected bug (D-50) must be caught through each path it affects, on its own: a
 # path whose check could not fail would show up here.
 MUTATION_PATHS = [
     *(

@@ -33,7 +33,7 @@ class Settings(BaseSettings):
     embed_queue_max: int = 1024  # embedding requests waiting before 503 overloaded
     blas_threads: int = 1  # numpy BLAS threads (exact vector scans), process-wide
 
-    # Limits (DECISIONS 19)
+    # Limits (D-19)
     max_body_bytes: int = 8 * 1024 * 1024
     max_batch_units: int = 1000
     max_text_chars: int = 1_000_000
@@ -51,7 +51,7 @@ class Settings(BaseSettings):
     lexical_backend: str = Field(default="sparse", pattern="^(sparse|fts5)$")
     chunk_tokens: int = 240  # text chunk size (tokens) inside the 256-token window
     chunk_overlap_tokens: int = 32
-    # Optional reranker (DESIGN 6): an HTTP rerank endpoint (Cohere/Jina/vLLM/TEI style)
+    # Optional reranker (D-92): an HTTP rerank endpoint (Cohere/Jina/vLLM/TEI style)
     rerank_url: str | None = None
     rerank_api: str = Field(default="cohere", pattern="^(cohere|tei)$")
     rerank_model: str = "bge-reranker-base"
@@ -182,7 +182,7 @@ class Settings(BaseSettings):
     preview_queue: int = Field(default=2, ge=0)
     preview_wait_s: float = Field(default=2.0, ge=0)
 
-    # Durability (DECISIONS 45)
+    # Durability (D-45)
     sqlite_synchronous: str = Field(default="FULL", pattern="^(FULL|NORMAL)$")
     # SQLite page cache per connection: the writer, and each worker thread's reader
     sqlite_cache_mb: int = Field(default=64, ge=1)
@@ -198,7 +198,7 @@ class Settings(BaseSettings):
     # connection does not meet the server closing it (uvicorn's 5 s made clients see resets).
     keepalive_s: float = Field(default=65.0, gt=0)
 
-    # Audit chain key file: kept outside the data dir (DECISIONS 46).
+    # Audit chain key file: kept outside the data dir (D-46).
     audit_key_file: Path | None = None
     # Signed head checkpoint, also outside the data dir (default under ~/.config/superchargedb).
     audit_anchor_file: Path | None = None

@@ -1,9 +1,9 @@
-"""The one visibility predicate (DECISIONS 5), rendered as SQL for every read path, and the
+"""The one visibility predicate (D-5), rendered as SQL for every read path, and the
 rules for destroying and re-permissioning Units.
 
 A Unit is readable when its scope lies within one of the effective scopes AND the caller is its
 ``acl_owner`` or shares one of its ``acl_groups``. Scope containment is a range test on the
-``/`` boundary, never ``LIKE`` (DECISIONS 2): ``scope = t OR (scope >= t||'/' AND scope < t||'0')``.
+``/`` boundary, never ``LIKE`` (D-2): ``scope = t OR (scope >= t||'/' AND scope < t||'0')``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Scope grammar, the one prefix rule, and clamping a request scope to grants.
 
 A scope is 1-8 ``/``-separated segments matching ``[a-z0-9][a-z0-9._-]{0,62}`` with no ``.``/``..``
-segment (DECISIONS 1). Nothing is ever normalized: anything else is rejected.
+segment (D-1). Nothing is ever normalized: anything else is rejected.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ _SEGMENT = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 SCOPE_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}(/[a-z0-9][a-z0-9._-]{0,62}){0,7}$"
 MAX_SEGMENTS = 8
 
-# Test-only mutation switches (DECISIONS 50): each injects a known isolation bug so the
+# Test-only mutation switches (D-50): each injects a known isolation bug so the
 # property tests can prove they catch it. Never set outside tests.
 MUTATIONS: set[str] = set()
 
@@ -61,7 +61,7 @@ def within_any(scope: str, outers: Iterable[str]) -> bool:
 
 
 def clamp(requested: str, grants: Iterable[str]) -> list[str]:
-    """Clamp a request scope to the grants inside it (DECISIONS 3, 4).
+    """Clamp a request scope to the grants inside it (D-3, D-4).
 
     A request inside a grant searches exactly the request; a broader request searches the grants it
     contains; a disjoint one is a 403.
@@ -90,7 +90,7 @@ def group_token(group: str) -> str:
 
 
 def acl_tokens(scope: str, owner: str, groups: Iterable[str]) -> str:
-    """The text of the FTS ``acl`` column for a Unit (DECISIONS 24)."""
+    """The text of the FTS ``acl`` column for a Unit (D-24)."""
     toks = [scope_token(a) for a in ancestors(scope)]
     toks.append(owner_token(owner))
     toks.extend(group_token(g) for g in sorted(set(groups)))

