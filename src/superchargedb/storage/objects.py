@@ -250,7 +250,7 @@ def _mtime(p: Path) -> float:
         return float("inf")  # gone already: never counted
 
 
-# Media types served inline; everything else downloads as an attachment (stored XSS, D 47).
+# Media types served inline; everything else downloads as an attachment (stored XSS, D-47).
 INLINE_TYPES = re.compile(
     r"^(image/(png|jpeg|gif|webp|tiff)|audio/[a-z0-9.+-]+|video/[a-z0-9.+-]+|application/pdf"
     r"|text/plain)$"
