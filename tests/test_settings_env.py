@@ -91,7 +91,7 @@ def test_check_environment_names_every_unknown_variable():
 
 def test_settings_object_rejects_unknown_fields():
     with pytest.raises(ValueError):
-        Settings(data_dirr="x")  # type: ignore[call-arg]
+        Settings(data_dirr="x")
 
 
 def _table(section: str) -> list[list[str]]:
