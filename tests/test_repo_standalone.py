@@ -23,6 +23,7 @@ OUTSIDE = [
     re.compile(r"\b(?:DESIGN|MODELS|ENGINES|STYLE)\.md\b"),
     re.compile(r"\bDESIGN\s*§?\s*\d"),
     re.compile(r"(?<![\w.-])shared/"),  # ../shared/..., /work/shared/..., shared/DECISIONS.md
+    re.compile(r"(?<=[(\"])Part \d\b"),  # a section of that file: (Part 2, "...")
 ]
 # Homes of one machine; /srv/scdb, ~/.config/..., /usr/bin/env, /dev/null are generic.
 MACHINE = re.compile(r"(?<![\w.~-])/(?:work|home|root|Users|mnt)/")
@@ -115,10 +116,11 @@ def test_the_checks_catch_what_they_are_for():
     # Samples are built from pieces so that the cite rewriting script leaves them as they are.
     d, decisions, design = "D", "DECISIONS", "DESIGN"
     assert PLACEHOLDER.search(f"({d}-1xx)") and PLACEHOLDER.search(f"({d} 9)")
-    samples = [f"{decisions} 4", f"{design}.md", f"{design} §5"]
-    for pattern, sample in zip(OUTSIDE, samples, strict=False):
+    samples = [f"{decisions} 4", f"{design}.md", f"{design} §5", "../shared/eval", "(Part 2, x)"]
+    for pattern, sample in zip(OUTSIDE, samples, strict=True):
         assert pattern.search(sample), sample
     assert OUTSIDE[3].search("--dataset ../shared/eval/adi")
+    assert OUTSIDE[4].search('"source": "Part 4"') and not OUTSIDE[4].search("the second Part 2")
     assert not any(p.search("a shared, loaded machine; Decisions") for p in OUTSIDE)
     assert MACHINE.search("Path('/work/shared/eval')") and MACHINE.search("/home/me/x")
     assert not MACHINE.search("--data /srv/scdb and ~/.config/superchargedb, objects/tmp/")
