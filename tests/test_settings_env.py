@@ -41,26 +41,44 @@ def _cli(args: list[str], extra_env: dict[str, str], cwd: Path) -> subprocess.Co
     )
 
 
-# serve, worker and the offline (data-dir) commands; the check runs before their arguments are
-# used, so none of them opens the data dir or loads a model here.
-SERVER_COMMANDS = [
-    ["serve", "--port", "1"],
-    ["worker", "--once"],
+# The check runs before a command uses its arguments, so none of these opens the data dir or
+# loads a model here. serve and worker run as real processes; the offline commands go through
+# the same callback in-process (a subprocess each would only add start-up time).
+@pytest.mark.parametrize("args", [["serve", "--port", "1"], ["worker", "--once"]], ids=str)
+def test_unknown_variable_stops_serve_and_worker(args, tmp_path):
+    r = _cli([*args, "--data", str(tmp_path / "d")], {"SCDB_EMBEDER": "minilm-int8"}, tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "unknown setting SCDB_EMBEDER: did you mean SCDB_EMBEDDER?" in r.stderr
+    assert not (tmp_path / "d").exists()  # stopped before touching the data dir
+
+
+OFFLINE_COMMANDS = [
     ["doctor"],
     ["keys", "list"],
+    ["keys", "create", "--principal", "p"],
     ["audit", "verify"],
     ["backup", "somewhere"],
+    ["restore", "somewhere"],
     ["reindex"],
     ["import", "units.jsonl"],
 ]
 
 
-@pytest.mark.parametrize("args", SERVER_COMMANDS, ids=lambda a: a[0])
-def test_unknown_variable_stops_the_command_naming_the_closest(args, tmp_path):
-    r = _cli([*args, "--data", str(tmp_path / "d")], {"SCDB_EMBEDER": "minilm-int8"}, tmp_path)
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert "unknown setting SCDB_EMBEDER: did you mean SCDB_EMBEDDER?" in r.stderr
-    assert not (tmp_path / "d").exists()  # stopped before touching the data dir
+@pytest.mark.parametrize("args", OFFLINE_COMMANDS, ids=" ".join)
+def test_unknown_variable_stops_the_offline_commands(args, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from superchargedb.cli.main import app
+
+    for k in [k for k in os.environ if k.startswith("SCDB_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("SCDB_SQLITE_SYNCRONOUS", "NORMAL")
+    r = CliRunner().invoke(app, [*args, "--data", str(tmp_path / "d")])
+    assert r.exit_code == 2, r.output
+    assert "unknown setting SCDB_SQLITE_SYNCRONOUS: did you mean SCDB_SQLITE_SYNCHRONOUS?" in (
+        r.output
+    )
+    assert not (tmp_path / "d").exists()
 
 
 def test_known_and_listed_variables_pass_the_check(tmp_path):
