@@ -1,4 +1,4 @@
-"""XQuAD (English) cited-answer benchmark through the real HTTP API (DECISIONS Part 4, 32-35).
+"""XQuAD (English) cited-answer benchmark through the real HTTP API (D-73, D-32 to D-35).
 
 Starts ``superchargedb serve --demo`` on a free port over a fresh data dir, ingests the 240 XQuAD
 paragraphs as ``alice`` (one Unit per paragraph: text = paragraph text, ``doc_id`` = paragraph
@@ -8,7 +8,7 @@ id, scope ``acme/alpha/xquad``), then asks every selected question twice over
 * **in scope**: in ``acme/alpha/xquad`` (all 48 articles): the question is answerable;
 * **out of scope**: in the same scope with ``filters.doc_id`` = the 235 paragraphs of the *other*
   47 articles, so every paragraph of the question's own article is absent (a sibling paragraph
-  often holds the answer too, so holding out one paragraph would be wrong: DECISIONS Part 4).
+  often holds the answer too, so holding out one paragraph would be wrong: D-73).
 
 The 48 articles (corpus ``title``) are split once, deterministically: sorted by title, even
 positions form the CALIBRATION half and odd positions the REPORT half. Metrics are reported for
@@ -173,7 +173,7 @@ def select(
 
 def server_env(min_score: float | None, providers: str = "") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != THRESHOLD_ENV}
-    # The audit-chain key must live outside the data dir (DECISIONS 46).
+    # The audit-chain key must live outside the data dir (D-46).
     env["SCDB_AUDIT_KEY"] = os.environ.get("SCDB_AUDIT_KEY") or secrets.token_hex(32)
     # Extractive synthesizer only (deterministic, no network, and what the replay reproduces),
     # or the local model first (--local).

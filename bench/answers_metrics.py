@@ -26,12 +26,12 @@ TOP_K = 5  # hits asked for and localized per question
 TARGETS: dict[str, tuple[str, float, str]] = {
     "citation_recall": (">=", 0.95, "brief"),
     "citation_precision": (">=", 0.95, "brief"),
-    "citation_precision_strict": (">=", 0.95, "Part 4 (refusal = miss)"),
-    "false_refusal_rate": ("<=", 0.05, "Part 4"),
+    "citation_precision_strict": (">=", 0.95, "D-74 (refusal = miss)"),
+    "false_refusal_rate": ("<=", 0.05, "D-74"),
     "oos_refusal_rate": (">=", 0.95, "brief"),
-    "median_sentences": ("<=", 2, "Part 4"),
-    "median_words": ("<=", 60, "Part 4"),
-    "span_contains_gold": (">=", 0.85, "Part 4"),
+    "median_sentences": ("<=", 2, "D-74"),
+    "median_words": ("<=", 60, "D-74"),
+    "span_contains_gold": (">=", 0.85, "D-74"),
 }
 
 # The metrics of one half; every one is a share in [0, 1] (None when its denominator is 0).

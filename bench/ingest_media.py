@@ -1,12 +1,12 @@
 """Media derivation benchmark: speech recognition (WER, real-time factor) and page OCR (CER,
 word-box recall, pages/s), both through ``superchargedb.ingest.derive.derive``.
 
-- ``/work/shared/eval/speech-pocketsphinx``: 11 WAVs (37 s) with reference transcripts. Each is
+- ``$SCDB_EVAL_DIR/speech-pocketsphinx``: 11 WAVs (37 s) with reference transcripts. Each is
   derived as audio (utterance Units); the hypothesis is the Units' text in time order. WER is
   word-level Levenshtein over all files (case and punctuation removed, hyphens split, integers
   below 1000 spelled out, since Whisper writes "10" for "ten"). RTF is wall time / audio time,
   end to end (a fresh worker loads the model for each file) and for the Whisper call alone.
-- ``/work/shared/eval/ocr-rendered-pdf``: 20 born-digital pages rendered at 150 dpi, with the
+- ``$SCDB_EVAL_DIR/ocr-rendered-pdf``: 20 born-digital pages rendered at 150 dpi, with the
   PDF text layer as ground truth (``gt/*.txt``, ``gt/*.words.tsv`` boxes in pixels). Each page
   is derived as a scan. CER and word-box recall are defined in ``bench/ocr_score.py`` (words
   aligned by box, scored line by line, both sides normalised the same way); the report adds

@@ -14,7 +14,7 @@ share of 429/503 that carry ``Retry-After``. Then an overload phase at the highe
 the warm-up must stay within +-10 % of its level at the end of the warm-up. During the overload a
 writer and a reader check consistency: a reader never sees part of a batch, nor a Unit of a batch
 that was rejected, nor a Unit that failed alone; an acknowledged batch is found by the next
-search (DECISIONS 13, 44: the acknowledgement follows the commit and the in-memory index apply).
+search (D-13, D-44: the acknowledgement follows the commit and the in-memory index apply).
 
 Writes ``<out>/load.json``, ``<out>/load.md`` and ``<out>/load.png``.
 

@@ -1,7 +1,7 @@
 """Consistency under concurrent writes and reads, for bench/load.py.
 
 A writer sends batches of Units that share a fresh token; a reader searches for tokens of recent
-batches. What the spec promises (DECISIONS 13, 44: one transaction per batch; the
+batches. What the spec promises (D-13, D-44: one transaction per batch; the
 acknowledgement follows the commit and the in-memory index apply):
 
 - a batch is visible whole or not at all (never some of its Units);

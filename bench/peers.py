@@ -25,8 +25,8 @@ Every system runs in its own subprocess (``peers.py --child SYSTEM``), so each p
 * **HTTP overhead** (ours only): the same hybrid queries through ``POST /v1/search`` on a local
   uvicorn, paired per query with the in-process call; reported on its own line.
 
-    python bench/peers.py --dataset /work/shared/eval/classic-adi
-    python bench/peers.py --dataset /work/shared/eval/scifact --limit-docs 1000 --limit-queries 100
+    python bench/peers.py --dataset $SCDB_EVAL_DIR/classic-adi
+    python bench/peers.py --dataset $SCDB_EVAL_DIR/scifact --limit-docs 1000 --limit-queries 100
 
 Writes ``<out>/peers.json``, ``peers.md``, ``peers_latency.png`` and
 ``peers_quality_latency.png``. Needs the ``bench`` extra (scripts/install_bench.sh) for the peers;

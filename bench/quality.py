@@ -2,8 +2,8 @@
 
 Runs in-process through the real ingest and search path (``Service.ingest`` / ``Service.search``
 as ``alice``, a fresh data dir, result cache off) and scores nDCG@10, Recall@100 and MRR@10 over
-*documents* (chunk hits aggregated by best rank, DECISIONS Part 4), with the published baselines
-of /work/shared/eval/README.md beside ours. "hybrid + rerank" is reported as not run: no real
+*documents* (chunk hits aggregated by best rank, D-70), with the published baselines
+of $SCDB_EVAL_DIR/README.md beside ours. "hybrid + rerank" is reported as not run: no real
 reranker is configured offline, and the search trace says so.
 
 Embeddings are computed once per text with the default model (MiniLM-L6 int8, 256 tokens) and
@@ -11,8 +11,8 @@ cached under ``bench/results/cache/<dataset>.npz``; the Service is given a cachi
 second run of the same dataset ingests without re-embedding. The vectors are the model's, so the
 scores are the same as with live embedding. bench/peers.py reuses the cache and the helpers here.
 
-    .venv/bin/python bench/quality.py --dataset /work/shared/eval/classic-adi
-    .venv/bin/python bench/quality.py --dataset /work/shared/eval/scifact --limit-docs 1000 \\
+    .venv/bin/python bench/quality.py --dataset $SCDB_EVAL_DIR/classic-adi
+    .venv/bin/python bench/quality.py --dataset $SCDB_EVAL_DIR/scifact --limit-docs 1000 \\
         --limit-queries 100
 
 Writes ``<out>/quality.json`` and ``<out>/quality.md``.
@@ -50,7 +50,7 @@ QUALITY_TOP_K = 1000  # chunk hits per query, so Recall@100 over documents is me
 PRINCIPAL_KEY = "aegis_sk_alice"
 BASE_SCOPE = "acme/alpha/bench"  # alice's grant is acme/alpha
 
-# Published test-split baselines (/work/shared/eval/README.md), by dataset folder name.
+# Published test-split baselines ($SCDB_EVAL_DIR/README.md), by dataset folder name.
 BASELINES: dict[str, list[dict[str, Any]]] = {
     "scifact": [
         {
@@ -149,7 +149,7 @@ def select(
 
 
 def unit_text(doc: dict[str, str]) -> str:
-    """SciFact Units are ``title + "\\n" + text`` (DECISIONS Part 4); the same for every set."""
+    """SciFact Units are ``title + "\\n" + text`` (D-71); the same for every set."""
     return (doc.get("title") or "") + "\n" + (doc.get("text") or "")
 
 

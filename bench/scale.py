@@ -12,7 +12,7 @@ Each size runs in its own subprocess (so its RSS is its own):
    (``acl``). Latency excludes query embedding (served from the cache of real embeddings and
    its traced stage subtracted); the live model's query embedding is measured apart.
 4. The lexical leg alone again with ``SCDB_LEXICAL_BACKEND=fts5`` (FTS5 with the ACL tokens pushed
-   into the MATCH, DECISIONS 24) on the same dir, for the comparison (fewer queries at 1M).
+   into the MATCH, D-24) on the same dir, for the comparison (fewer queries at 1M).
 
     .venv/bin/python bench/scale.py                       # 10k, 100k, 1M (~1 h here)
     .venv/bin/python bench/scale.py --sizes 10000,100000 --queries 100

@@ -1,6 +1,6 @@
 """Deterministic synthetic-but-real scale data: N Units and a query set, for 10k to 1M benchmarks.
 
-* **Text** comes from the real corpora under ``/work/shared/eval`` (SciFact abstracts, Cranfield,
+* **Text** comes from the real corpora under ``$SCDB_EVAL_DIR`` (SciFact abstracts, Cranfield,
   ADI, XQuAD paragraphs): each Unit is a window of 2-6 consecutive sentences of one source
   document, sometimes led by its title and sometimes followed by one sentence of another document,
   so term statistics and document lengths are those of real text.

@@ -4,7 +4,7 @@ Starts ``superchargedb serve --demo`` as a subprocess on a free port over a fres
 ingests the corpus as ``alice`` (Units are ``title + "\\n" + text``, ``doc_id`` = corpus id, scope
 ``acme/alpha/scifact``) in batches of 64, then runs the test queries once per mode (lexical, dense,
 hybrid) with ``top_k=1000``. Chunk hits are aggregated to documents (best rank) before scoring
-nDCG@10, Recall@100 and MRR@10 (DECISIONS Part 4). Writes ``<out>/scifact.json`` and
+nDCG@10, Recall@100 and MRR@10 (D-70). Writes ``<out>/scifact.json`` and
 ``<out>/scifact.md``.
 
     .venv/bin/python bench/scifact.py                                   # full run (~10-15 min)
@@ -48,7 +48,7 @@ BATCH = 64
 TOP_K = 1000
 MODES = ("lexical", "dense", "hybrid")
 
-# Published SciFact test-split baselines (/work/shared/eval/README.md): nDCG@10, Recall@100.
+# Published SciFact test-split baselines ($SCDB_EVAL_DIR/README.md): nDCG@10, Recall@100.
 BASELINES: list[dict[str, Any]] = [
     {
         "system": "BM25 flat (Lucene, k1=0.9, b=0.4)",
@@ -80,7 +80,7 @@ BASELINES: list[dict[str, Any]] = [
 def server_env() -> dict[str, str]:
     return {
         **os.environ,
-        # The audit-chain key must live outside the data dir (DECISIONS 46).
+        # The audit-chain key must live outside the data dir (D-46).
         "SCDB_AUDIT_KEY": os.environ.get("SCDB_AUDIT_KEY") or secrets.token_hex(32),
         # top_k=1000 so that Recall@100 over *documents* is meaningful after chunk aggregation.
         "SCDB_MAX_TOP_K": str(TOP_K),

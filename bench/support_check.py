@@ -3,7 +3,7 @@
 Runs ``LexicalDenseChecker`` (MiniLM int8) over ``tests/answer_cases.py`` and reports, for the
 TUNE split, the TEST split (and its five blind rounds: cases written after the checker was
 frozen, see tests/answer_cases.py) and ALL cases, the share of adversarial sentences caught (marked
-unsupported) and the share of faithful sentences falsely removed, per kind too. DECISIONS 36
+unsupported) and the share of faithful sentences falsely removed, per kind too. D-36
 asks for >= 90 % caught with <= 10 % false removals. Also times one check against three
 passages, cold (nothing cached) and warm (passages primed, as the answer pipeline does).
 
@@ -220,7 +220,7 @@ def markdown(report: dict[str, Any]) -> str:
         "# Support-check benchmark",
         "",
         f"Generated {report['when']} by `bench/support_check.py` ({report['machine']},"
-        f" {report['model']}). DECISIONS 36 asks for >= 90 % of adversarial sentences caught"
+        f" {report['model']}). D-36 asks for >= 90 % of adversarial sentences caught"
         " with <= 10 % of good ones falsely removed.",
         "",
         "## Current checker on every split",

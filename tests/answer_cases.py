@@ -1,4 +1,4 @@
-"""Support-check cases: passages plus answer sentences, adversarial and faithful (DECISIONS 36).
+"""Support-check cases: passages plus answer sentences, adversarial and faithful (D-36).
 
 Each context holds 2-3 numbered passages (ops runbooks and logs, SciFact-style abstracts,
 SQuAD-style history paragraphs, finance) and sentences written against them the way a

@@ -1,7 +1,7 @@
 """Generated worlds and the independent, set-based reference of who may read what.
 
 Nothing here calls the server's own checks: scopes are split into segment lists, ACLs are Python
-sets, and the scope grammar is re-stated from DECISIONS 1. Every Unit, object and job carries a
+sets, and the scope grammar is re-stated from D-1. Every Unit, object and job carries a
 unique secret marker (in its text, doc_id, source_uri or key), so a leak in any text field of
 any response is found by substring.
 """
@@ -194,7 +194,7 @@ def worlds(draw: Any) -> dict[str, Any]:
     twins = draw(st.booleans())
     if twins:
         # Twins: same grants, groups, perms and tier; only the principal id tells their
-        # owner-only Units apart (DECISIONS 28, a groups-only cache key).
+        # owner-only Units apart (D-28, a groups-only cache key).
         principals[1] = dict(principals[0])
     grants = sorted({g for p in principals for g in p["grants"]})
     # Stored things sit in, under, beside and around the grants.
@@ -218,7 +218,7 @@ def worlds(draw: Any) -> dict[str, Any]:
                     **acl,
                     "creator": st.sampled_from(CREATORS),
                     "topic": topic,
-                    # Some Units are derived from a stored text object (DECISIONS 47).
+                    # Some Units are derived from a stored text object (D-47).
                     "object": st.none() | st.integers(0, 2),
                     # Some share one document across scopes and ACLs (listings aggregate it).
                     "shared": st.booleans(),
@@ -295,7 +295,7 @@ def tiny_png() -> bytes:
 class MemoEmbedder:
     """The real model, memoized per text with the secret markers blanked out, so generated
     cases reuse a small pre-embedded pool (fresh embeddings per case are what makes thousands
-    of cases slow, DECISIONS "CI time")."""
+    of cases slow, D-59)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner

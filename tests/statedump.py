@@ -1,5 +1,5 @@
 """``state_dump(service)``: the logical state of a data dir, to compare before and after a
-rejected request (DECISIONS Part 4: "compare logical state, not bytes").
+rejected request (D-80: "compare logical state, not bytes").
 
 Bytes change legitimately (WAL checkpoints, ``-shm``, index saves, the request meter), so the
 dump is: every catalog table as sorted rows (minus the exclusions below, each justified), the
@@ -24,7 +24,7 @@ from superchargedb.types import PLANES
 # separate security-log table; keys are never logged and failed logins are rate-limit buckets
 # in memory or Redis.)
 EXCLUDED_TABLES = {
-    # The request meter (the access log of DECISIONS Part 4): every request, rejected or not,
+    # The request meter (the access log of D-80): every request, rejected or not,
     # is counted per principal and route by design, and it is flushed from memory on a timer.
     "usage_daily",
 }

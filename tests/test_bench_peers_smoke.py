@@ -1,6 +1,6 @@
 """`superchargedb bench --quick` on ADI: quality + ours vs LanceDB vs txtai, end to end.
 
-Asserts the reports' schema and sanity bounds (DECISIONS Part 4, "Smoke runs assert something"):
+Asserts the reports' schema and sanity bounds (D-77):
 our nDCG@10 on ADI > 0.3, no NaN, p95 >= p50 > 0 in every cell, every peer actually ran, no hit
 outside its filter, and the same vectors really were fed to every system (identical dense-only
 quality). Skipped, with the reason, only when the `bench` extra is not installed.

@@ -1,4 +1,4 @@
-"""bench/scale.py on ~2k Units: the report's schema and sanity bounds (DECISIONS Part 4).
+"""bench/scale.py on ~2k Units: the report's schema and sanity bounds (D-77).
 
 A real run end to end (bulk import, restart, every mode x filter cell, the FTS5 comparison,
 plots) on a small slice of the scale data: 240 source documents and 40 real queries (their

@@ -1,4 +1,4 @@
-"""The micro-batching embedding executor (DECISIONS 42) over the real default model."""
+"""The micro-batching embedding executor (D-42) over the real default model."""
 
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ def test_isolation_property(tmp_path_factory, memo_embedder, echo_llm, spec):
     STATS["seconds"] += round(time.perf_counter() - t0, 3)
 
 
-# Each injected bug (DECISIONS 50) must be caught through each path it affects, on its own: a
+# Each injected bug (D-50) must be caught through each path it affects, on its own: a
 # path whose check could not fail would show up here.
 MUTATION_PATHS = [
     *(

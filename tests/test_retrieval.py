@@ -87,7 +87,7 @@ def test_response_shape_trace_and_context(client, corpus):
     assert all(s["ms"] >= 0 for s in out["trace"]["stages"])
     assert out["trace"]["cache"] == "miss"
     assert out["trace"]["total_ms"] > 0
-    # The spec's example: alice granted acme/alpha asks for acme/alpha/backend (DECISIONS 4).
+    # The spec's example: alice granted acme/alpha asks for acme/alpha/backend (D-4).
     assert out["context"]["effective_scopes"] == ["acme/alpha/backend"]
     assert out["context"]["perms"] == ["admin", "read", "write"]
     again = search(client, ALICE, "deployment pipeline tests", top_k=5)
@@ -171,7 +171,7 @@ def test_target_invisible_to_outsiders_on_every_path(client, svc, corpus):
 
 
 def test_cache_never_crosses_principals_either_order(client, svc):
-    """Two principals with the same groups but different owner-only Units (DECISIONS 28)."""
+    """Two principals with the same groups but different owner-only Units (D-28)."""
     k1 = auth(
         add_principal(
             svc,

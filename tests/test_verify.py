@@ -1,4 +1,4 @@
-"""Support check (DECISIONS 36): measured catch and false-removal rates on the TEST split, one
+"""Support check (D-36): measured catch and false-removal rates on the TEST split, one
 test per guard, the sentence splitter (property-tested), and the HTTP NLI plug-in."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def test_dataset_shape() -> None:
 
 
 def test_catch_and_false_removal_on_test_split(checker: LexicalDenseChecker) -> None:
-    """DECISIONS 36: catch >= 90 % of adversarial sentences, remove <= 10 % of faithful ones,
+    """D-36: catch >= 90 % of adversarial sentences, remove <= 10 % of faithful ones,
     measured on TEST (thresholds were tuned on TUNE only). Run with -s for the breakdown."""
     test = [c for c in CASES if c.split == "test"]
     results = [(c, checker.check(c.sentence, c.cited, c.others).supported) for c in test]

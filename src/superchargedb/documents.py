@@ -1,4 +1,4 @@
-"""Documents and Units listing, ACL changes, document replace, usage (DECISIONS Part 3, 16, 17).
+"""Documents and Units listing, ACL changes, document replace, usage (D-60, D-61, D-16, D-17).
 
 Mixed into ``Service``. Every listing applies the one visibility predicate in SQL and pages with
 opaque keyset cursors (offsets skip or repeat rows when data changes between pages).
@@ -203,7 +203,7 @@ class DocumentsMixin:
         header_scope: str | None,
         query_scope: str | None,
     ) -> dict[str, Any]:
-        """Change a document's ``acl_groups`` in place, audited and effective at once (D 16)."""
+        """Change a document's ``acl_groups`` in place, audited and effective at once (D-16)."""
         if not principal.has("write"):
             raise ForbiddenError("the write permission is required")
         if not isinstance(body, dict) or set(body) != {"acl_groups"}:
@@ -257,7 +257,7 @@ class DocumentsMixin:
     def put_doc(
         self, principal: Principal, doc_id: str, body: Any, header_scope: str | None
     ) -> dict[str, Any]:
-        """Replace a document's Units atomically (DECISIONS 17)."""
+        """Replace a document's Units atomically (D-17)."""
         if not principal.has("write"):
             raise ForbiddenError("the write permission is required")
         if not isinstance(body, dict) or not isinstance(body.get("units"), list):

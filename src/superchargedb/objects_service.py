@@ -4,7 +4,7 @@ An object is identified by (key, owner), as a document is: a PUT creates or repl
 own object at the key and never looks at another owner's, so nobody can squat, overwrite or probe
 a key. A read resolves to the caller's own object, else the newest one it may read
 (``may_read_object``: its scope within the caller's grants and the ACL matches, or a Unit the
-caller can read was derived from exactly this content, DECISIONS 47). Everything else is a 404.
+caller can read was derived from exactly this content, D-47). Everything else is a 404.
 """
 
 from __future__ import annotations

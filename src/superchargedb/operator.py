@@ -1,7 +1,7 @@
 """The operator's offline access to a data dir: the lock, the catalog and the audit key only.
 
 CLI commands that manage principals, keys and the audit chain need neither the model nor the
-vector index, so they open this instead of the full ``Service`` (DECISIONS 41: they take the
+vector index, so they open this instead of the full ``Service`` (D-41: they take the
 data-dir lock and refuse to run while a server owns it).
 """
 

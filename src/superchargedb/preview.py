@@ -8,7 +8,7 @@ asks), and only on a miss is it rendered, under the caller's share of the render
 step makes, so nothing cached is served before that check.
 
 Rendering runs in a subprocess with a memory limit and a timeout (a hostile PDF can crash only
-that process, DECISIONS 42); it prints the PNG to stdout.
+that process, D-42); it prints the PNG to stdout.
 """
 
 from __future__ import annotations

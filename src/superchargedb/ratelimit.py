@@ -1,4 +1,4 @@
-"""Rate limits: token buckets per API key and per client address (DECISIONS Part 2, "Rate limits").
+"""Rate limits: token buckets per API key and per client address (D-56).
 
 The per-address limit runs BEFORE any key lookup, and failed authentications drain a separate,
 much smaller per-address bucket, so brute-forcing keys is throttled without touching the

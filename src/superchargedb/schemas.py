@@ -123,7 +123,7 @@ class UnitIn(_In):
     locator: LocatorIn | None = None
     acl_owner: _Str | None = None
     acl_groups: list[_Str] | None = Field(default=None, max_length=64)
-    # Capture time for t_bucket (DECISIONS 20).
+    # Capture time for t_bucket (D-20).
     captured_at: datetime | None = Field(default=None, strict=False)
 
     @field_validator("modality")
@@ -198,7 +198,7 @@ class Budget(_In):
 
 
 class AegisQuery(_In):
-    """The one query object of ``/v1/search`` and ``/v1/answer`` (DECISIONS 22)."""
+    """The one query object of ``/v1/search`` and ``/v1/answer`` (D-22)."""
 
     q: Annotated[str, Field(min_length=1, max_length=4096)]
     planes: list[PlaneName] | None = Field(default=None, min_length=1, max_length=4)

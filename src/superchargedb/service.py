@@ -146,7 +146,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
     def request_scope(
         self, principal: Principal, header: str | None, query: str | None
     ) -> list[str]:
-        """Scope of a read request: header or ?scope=, clamped to grants (DECISIONS 3, 4)."""
+        """Scope of a read request: header or ?scope=, clamped to grants (D-3, D-4)."""
         if header is not None and query is not None and header != query:
             raise ValidationError("X-Aegis-Scope and ?scope= disagree", field="scope")
         raw = header if header is not None else query
@@ -228,7 +228,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         header_scope: str | None,
         query_scope: str | None,
     ) -> tuple[AegisQuery, ReadFilter, dict[str, int]]:
-        """Checks in DECISIONS 6 order (403 perm, 422 body, 403 scope, 402 tier), the request's
+        """Checks in D-6 order (403 perm, 422 body, 403 scope, 402 tier), the request's
         one ``ReadFilter``, then the generations read at request start for the cache key."""
         if not principal.has("read"):
             raise ForbiddenError(f"the read permission is required for /v1/{endpoint}")
@@ -379,7 +379,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
     def delete_doc(
         self, principal: Principal, doc_id: str, header_scope: str | None, query_scope: str | None
     ) -> dict[str, Any]:
-        """Delete the document's Units the caller may destroy (DECISIONS: a delete acts on what
+        """Delete the document's Units the caller may destroy (D-124: a delete acts on what
         the caller may destroy); 404 when that is none, the same as for a doc_id nobody has."""
         if not principal.has("write"):
             raise ForbiddenError("the write permission is required to delete")

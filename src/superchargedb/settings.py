@@ -1,10 +1,15 @@
 """One Settings object (env prefix ``SCDB_``), validated at start-up.
 
-Every field is documented in ``docs/settings.md``; keep the two in step.
+Every field is documented in ``docs/settings.md``; keep the two in step (a test compares them).
+``check_environment`` is what ``serve``, ``worker`` and the offline commands call first: a
+mistyped ``SCDB_`` variable would otherwise be ignored and the default silently used.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import AliasChoices, Field
@@ -12,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SCDB_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="SCDB_", extra="forbid")
 
     data_dir: Path = Path("./scdb-data")
     host: str = "127.0.0.1"
@@ -28,7 +33,7 @@ class Settings(BaseSettings):
     embed_queue_max: int = 1024  # embedding requests waiting before 503 overloaded
     blas_threads: int = 1  # numpy BLAS threads (exact vector scans), process-wide
 
-    # Limits (DECISIONS 19)
+    # Limits (D-19)
     max_body_bytes: int = 8 * 1024 * 1024
     max_batch_units: int = 1000
     max_text_chars: int = 1_000_000
@@ -46,7 +51,7 @@ class Settings(BaseSettings):
     lexical_backend: str = Field(default="sparse", pattern="^(sparse|fts5)$")
     chunk_tokens: int = 240  # text chunk size (tokens) inside the 256-token window
     chunk_overlap_tokens: int = 32
-    # Optional reranker (DESIGN 6): an HTTP rerank endpoint (Cohere/Jina/vLLM/TEI style)
+    # Optional reranker (D-92): an HTTP rerank endpoint (Cohere/Jina/vLLM/TEI style)
     rerank_url: str | None = None
     rerank_api: str = Field(default="cohere", pattern="^(cohere|tei)$")
     rerank_model: str = "bge-reranker-base"
@@ -177,7 +182,7 @@ class Settings(BaseSettings):
     preview_queue: int = Field(default=2, ge=0)
     preview_wait_s: float = Field(default=2.0, ge=0)
 
-    # Durability (DECISIONS 45)
+    # Durability (D-45)
     sqlite_synchronous: str = Field(default="FULL", pattern="^(FULL|NORMAL)$")
     # SQLite page cache per connection: the writer, and each worker thread's reader
     sqlite_cache_mb: int = Field(default=64, ge=1)
@@ -193,7 +198,7 @@ class Settings(BaseSettings):
     # connection does not meet the server closing it (uvicorn's 5 s made clients see resets).
     keepalive_s: float = Field(default=65.0, gt=0)
 
-    # Audit chain key file: kept outside the data dir (DECISIONS 46).
+    # Audit chain key file: kept outside the data dir (D-46).
     audit_key_file: Path | None = None
     # Signed head checkpoint, also outside the data dir (default under ~/.config/superchargedb).
     audit_anchor_file: Path | None = None
@@ -211,3 +216,68 @@ class Settings(BaseSettings):
 
     # Test-only fault injection: name of a crash point at which the process SIGKILLs itself.
     crash_at: str | None = None
+
+
+# SCDB_ variables a server reads outside the Settings object (a secret kept out of it).
+SERVER_ENV_ONLY = frozenset({"SCDB_AUDIT_KEY"})  # storage/audit.py: the audit key itself, hex
+
+# SCDB_ variables that are not server settings: read by the client, the benchmarks and the tests
+# (docs/settings.md, "Not server settings"). A server started by a test or a benchmark inherits
+# them, so they must not stop it.
+NOT_SERVER_SETTINGS = frozenset(
+    {
+        "SCDB_URL",  # client CLI (ask, ingest): the server's address
+        "SCDB_API_KEY",  # client CLI and Python client: the key sent
+        "SCDB_EVAL_DIR",  # benchmarks and data-dependent tests: the evaluation data
+        "SCDB_BENCH_DIR",  # superchargedb bench: the bench/ folder of a source checkout
+        "SCDB_BENCH_CACHE",  # benchmarks: the embedding cache folder
+        "SCDB_BENCH_TORCH",  # scripts/install_bench.sh: the CPU torch requirement
+        "SCDB_CRASH_MARK",  # tests: file a crash point writes its name to (faults.py)
+        "SCDB_CRASH_POINTS",  # tests: which crash points the recovery test runs
+        "SCDB_ISOLATION_EXAMPLES",  # tests: generated worlds of the isolation property tests
+        "SCDB_ISOLATION_REPORT",  # tests: where the isolation property test writes its counts
+        "SCDB_SCHEMATHESIS_EXAMPLES",  # tests: examples per operation of the schema fuzzing
+    }
+)
+
+
+def setting_names() -> frozenset[str]:
+    """Every environment variable the Settings object reads (its aliases included)."""
+    names: set[str] = set()
+    prefix = str(Settings.model_config.get("env_prefix", ""))
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            names.update(str(a) for a in alias.choices if str(a).startswith(prefix))
+        else:
+            names.add(prefix + name.upper())
+    return frozenset(names)
+
+
+class UnknownSetting(ValueError):
+    """An ``SCDB_`` variable that names no setting (the message names the closest ones)."""
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Raise ``UnknownSetting`` for every ``SCDB_`` variable that is neither a setting nor one
+    of the client, bench and test variables, naming the closest known name for each."""
+    env = os.environ if environ is None else environ
+    settings = setting_names() | SERVER_ENV_ONLY
+    known = settings | NOT_SERVER_SETTINGS
+    unknown = sorted(k for k in env if k.startswith("SCDB_") and k not in known)
+    if not unknown:
+        return
+    lines = []
+    for name in unknown:
+        # Compared without the shared prefix, which would make every name look close; a server
+        # setting first: that is what a mistyped variable given to a server most likely meant.
+        close = _closest(name, settings) or _closest(name, known)
+        hint = f"did you mean {close}?" if close else "no setting is close"
+        lines.append(f"unknown setting {name}: {hint}")
+    raise UnknownSetting("; ".join(lines) + " (docs/settings.md lists every setting)")
+
+
+def _closest(name: str, candidates: frozenset[str]) -> str | None:
+    by_stem = {c.removeprefix("SCDB_"): c for c in candidates}
+    match = difflib.get_close_matches(name.removeprefix("SCDB_"), sorted(by_stem), n=1, cutoff=0.6)
+    return by_stem[match[0]] if match else None

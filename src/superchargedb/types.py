@@ -11,7 +11,7 @@ from typing import Any, Literal
 Plane = Literal["text", "visual", "audio", "doc_visual"]
 PLANES: tuple[Plane, ...] = ("text", "visual", "audio", "doc_visual")
 
-# Closed modality vocabulary (DECISIONS 9): modality -> plane.
+# Closed modality vocabulary (D-9): modality -> plane.
 MODALITY_PLANE: dict[str, Plane] = {
     "text": "text",
     "markdown": "text",
@@ -43,7 +43,7 @@ TIER_PLANES: dict[str, tuple[Plane, ...]] = {
 class Locator:
     """A sub-unit span; ``kind`` discriminates which fields are meaningful.
 
-    Conventions (DECISIONS 21): char_span in code points with exclusive end; line_range 1-based
+    Conventions (D-21): char_span in code points with exclusive end; line_range 1-based
     inclusive; bbox top-left origin with 1-based page; time_range in ms with exclusive end.
     """
 

@@ -1,4 +1,4 @@
-"""``superchargedb worker``: derivation jobs in a separate process (DECISIONS 40).
+"""``superchargedb worker``: derivation jobs in a separate process (D-40).
 
 A worker does not own the data dir: it writes only catalog rows and outbox entries (SQLite WAL
 allows several processes), and the serving process tails the outbox into its vector index.

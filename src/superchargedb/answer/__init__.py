@@ -1,1 +1,1 @@
-"""Cited answers: localize, synthesize, cite and verify (DECISIONS 32-39)."""
+"""Cited answers: localize, synthesize, cite and verify (D-32 to D-39)."""

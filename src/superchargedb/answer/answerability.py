@@ -1,4 +1,4 @@
-"""Is the question answerable from the evidence? Decided by the system, never the model (D 34).
+"""Is the question answerable from the evidence? Decided by the system, never the model (D-34).
 
 A logistic model over six signals of the evidence, each cheap and none a retrieval score (RRF
 scores only reflect rank):

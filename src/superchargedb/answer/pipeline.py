@@ -37,7 +37,7 @@ DEFAULT_ESTIMATE_MS = {"openai": 3000.0, "local": 40000.0}
 
 
 class StageClock:
-    """Moving averages of measured stage latencies: the budget's estimates (DECISIONS 29)."""
+    """Moving averages of measured stage latencies: the budget's estimates (D-29)."""
 
     def __init__(self, alpha: float = 0.3) -> None:
         self.alpha = alpha
@@ -169,7 +169,7 @@ class Answerer:
             tokens = dict(spent)
             if is_refusal(out.text):
                 # The system judged it answerable: fall back to extractive only when its best
-                # sentence is supported (DECISIONS 35), else refuse.
+                # sentence is supported (D-35), else refuse.
                 notes.append(f"{prov.name} refused")
                 draft = extract(best, evidence)
                 if not draft.sentences:

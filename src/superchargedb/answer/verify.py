@@ -6,7 +6,7 @@
 
 ``LexicalDenseChecker`` combines dense similarity (cosine between the sentence and the best
 window of one or two cited sentences) with lexical guards that similarity cannot see
-(DECISIONS 36):
+(D-36):
 
 * numbers, with their units, must occur in the cited text ("0.8 seconds" == "800 ms",
   "five" == "5", "1,000" == "1000", "$0.95 billion" == "$950 million"); the same number with

@@ -285,7 +285,7 @@ def create_app(svc: Service) -> FastAPI:
         if not stream:
             return OrjsonResponse(await run_in_threadpool(svc.answer, p, body, scope, None))
         # Everything that can fail with a status (401/402/403/422) and the refusal gate is
-        # decided before the first byte (DECISIONS 37).
+        # decided before the first byte (D-37).
         final = await run_in_threadpool(svc.answer, p, body, scope, None)
 
         async def events() -> AsyncIterator[bytes]:

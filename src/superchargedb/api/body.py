@@ -1,5 +1,5 @@
 """Request bodies: read whole before admission under a size limit and a minimum rate, strict
-JSON, bounded nesting (DECISIONS 19)."""
+JSON, bounded nesting (D-19)."""
 
 from __future__ import annotations
 

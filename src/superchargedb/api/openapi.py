@@ -1,4 +1,4 @@
-"""OpenAPI: error responses declared from one table, bodies from the edge models (DECISIONS 31)."""
+"""OpenAPI: error responses declared from one table, bodies from the edge models (D-31)."""
 
 from __future__ import annotations
 

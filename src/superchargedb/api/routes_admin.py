@@ -1,4 +1,4 @@
-"""Admin routes: principals, keys, the audit chain (tenant admins are bounded, DECISIONS 7)."""
+"""Admin routes: principals, keys, the audit chain (tenant admins are bounded, D-7)."""
 
 from __future__ import annotations
 

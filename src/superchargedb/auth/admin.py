@@ -1,4 +1,4 @@
-"""Managing principals and keys, bounded for tenant admins (DECISIONS 7).
+"""Managing principals and keys, bounded for tenant admins (D-7).
 
 The operator (CLI with the data-dir lock) is unbounded. A tenant ``admin`` sees only principals
 whose every scope lies within its own grants (others are a 404 to it) and never grants more than

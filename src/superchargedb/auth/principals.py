@@ -1,4 +1,4 @@
-"""Principals and API keys: keys are stored only as SHA-256 hashes (DESIGN §8)."""
+"""Principals and API keys: keys are stored only as SHA-256 hashes (D-93)."""
 
 from __future__ import annotations
 

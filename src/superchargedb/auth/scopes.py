@@ -1,7 +1,7 @@
 """Scope grammar, the one prefix rule, and clamping a request scope to grants.
 
 A scope is 1-8 ``/``-separated segments matching ``[a-z0-9][a-z0-9._-]{0,62}`` with no ``.``/``..``
-segment (DECISIONS 1). Nothing is ever normalized: anything else is rejected.
+segment (D-1). Nothing is ever normalized: anything else is rejected.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def check_scope(scope: object, what: str = "scope") -> str:
 
 
 def clamp(requested: str, grants: Iterable[str]) -> list[str]:
-    """Clamp a request scope to the grants inside it (DECISIONS 3, 4).
+    """Clamp a request scope to the grants inside it (D-3, D-4).
 
     A request inside a grant searches exactly the request; a broader request searches the grants it
     contains; a disjoint one is a 403.

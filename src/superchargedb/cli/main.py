@@ -26,6 +26,22 @@ register_remote(app)
 register_bench(app)
 register_import(app)
 
+# Commands that do not run a server or open a data dir: the HTTP client and the bench runner.
+_NOT_SERVER = frozenset({"ask", "ingest", "bench"})
+
+
+@app.callback()
+def _startup(ctx: typer.Context) -> None:
+    # serve, worker and the offline commands stop on a mistyped SCDB_ variable (settings.py).
+    if ctx.invoked_subcommand not in _NOT_SERVER:
+        from ..settings import UnknownSetting, check_environment
+
+        try:
+            check_environment()
+        except UnknownSetting as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+
 
 def _is_loopback(host: str) -> bool:
     if host == "localhost":

@@ -1,4 +1,4 @@
-"""Commands that talk to a running server over HTTP (DECISIONS 41): ``ask`` and ``ingest``."""
+"""Commands that talk to a running server over HTTP (D-41): ``ask`` and ``ingest``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Bulk import: Units with precomputed vectors, through the same catalog/outbox/index path.
 
-``superchargedb import units.jsonl --vectors vectors.npy`` (DECISIONS Part 3) loads millions of
+``superchargedb import units.jsonl --vectors vectors.npy`` (D-64) loads millions of
 Units in hours' less time than the API: nothing is embedded, and each batch (default 50,000
 Units) is ONE ``BEGIN IMMEDIATE`` transaction holding the Units, their outbox adds, group rows,
 docs rows, generation bumps and one audit record (rowid range, count, Merkle root of the content

@@ -1,4 +1,4 @@
-"""Raw media -> derived Units with exact Locators (DESIGN §5, DECISIONS 21 and 42).
+"""Raw media -> derived Units with exact Locators (D-91, D-21 and D-42).
 
 ``derive(path, mime, modality, limits=...)`` sniffs the bytes, checks them against what was asked,
 and dispatches: PDF -> doc_visual blocks (``derive_pdf``), image -> scan paragraphs or one visual

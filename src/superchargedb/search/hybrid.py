@@ -146,7 +146,7 @@ class Searcher:
         if missing:
             rows.update(fetch_hit_rows(conn, missing))
         if not rr_rank:
-            # Ties in RRF are broken by unit_id (DECISIONS 27); a reranked order is kept as is.
+            # Ties in RRF are broken by unit_id (D-27); a reranked order is kept as is.
             top.sort(key=lambda kv: (-kv[1], hit_unit_id(rows[kv[0]]) if kv[0] in rows else ""))
         hits = build_hits(rows, top, dense, lexical, terms, rr_rank, q.snippets)
         trace.stages.append(Stage("hydrate", t.ms(), detail=f"{len(hits)} hits"))
@@ -191,7 +191,7 @@ class Searcher:
         index_ids: Callable[[str], np.ndarray | None] | None = None,
         epoch: int = 0,
     ) -> tuple[list[int], str]:
-        """Filtered ANN per plane, merged by cosine into one list (DECISIONS 27).
+        """Filtered ANN per plane, merged by cosine into one list (D-27).
 
         ``index_ids(plane)``: the readable ids from the lexical index (None: ask the catalog).
         """

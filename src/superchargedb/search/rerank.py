@@ -1,4 +1,4 @@
-"""The optional ``rerank`` stage (DESIGN 6, DECISIONS 30).
+"""The optional ``rerank`` stage (D-92, D-30).
 
 No cross-encoder ships in any installable package here, so the default is "none" and a request
 with ``rerank: true`` is traced ``skipped: no reranker configured``. An HTTP rerank endpoint can

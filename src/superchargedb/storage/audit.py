@@ -1,4 +1,4 @@
-"""The keyed, hash-chained audit log (DECISIONS 46).
+"""The keyed, hash-chained audit log (D-46).
 
 ``hash = HMAC-SHA256(key, prev_hash || canonical_json(record))``; records are appended inside the
 transaction of the change they describe, ``UNIQUE(prev_hash)`` prevents forks, and the key lives

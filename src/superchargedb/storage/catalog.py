@@ -1,7 +1,7 @@
-"""The SQLite catalog: the source of truth (DESIGN §4).
+"""The SQLite catalog: the source of truth (D-90).
 
 One writer connection guarded by a lock (every write is an explicit ``BEGIN IMMEDIATE``
-transaction, DECISIONS 45); one reader connection per thread, so reads never hold the writer.
+transaction, D-45); one reader connection per thread, so reads never hold the writer.
 
 Each connection has its own page cache, so the catalog's memory is ``writer_cache_mb +
 threads x reader_cache_mb`` at most (``SCDB_SQLITE_CACHE_MB``, ``SCDB_SQLITE_READER_CACHE_MB``).

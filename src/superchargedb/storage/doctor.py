@@ -2,7 +2,7 @@
 
 ``superchargedb doctor`` and the crash-recovery tests run these. FTS5's own integrity-check does
 not see external-content drift on SQLite 3.40, so the FTS index is compared against a fresh
-rebuild in a temporary table (Part 2, "FTS5 external content drifts silently").
+rebuild in a temporary table (D-53).
 """
 
 from __future__ import annotations

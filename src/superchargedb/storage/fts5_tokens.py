@@ -1,4 +1,4 @@
-"""FTS5's own ``porter unicode61`` tokens, for the derived lexical index (DECISIONS 23, D-1xx).
+"""FTS5's own ``porter unicode61`` tokens, for the derived lexical index (D-23, D-25).
 
 The sparse index must see exactly the tokens FTS5 indexes, or BM25 quality and the FTS5
 comparison drift. Rather than re-implementing unicode61 and FTS5's Porter stemmer, SQLite is the

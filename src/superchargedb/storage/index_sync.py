@@ -1,4 +1,4 @@
-"""Keeps the derived vector index in lockstep with the catalog through the outbox (DECISIONS 44).
+"""Keeps the derived vector index in lockstep with the catalog through the outbox (D-44).
 
 Outbox rows are written in each Unit's transaction; the owner applies them in memory before the
 acknowledgement, checkpoints index files whose name carries the watermark, and on start replays

@@ -1,4 +1,4 @@
-"""The lexical leg: BM25 over the caller's readable Units (DECISIONS 23, 24; D-1xx).
+"""The lexical leg: BM25 over the caller's readable Units (D-23, D-24; D-25).
 
 Two backends give the same ranking (``SCDB_LEXICAL_BACKEND``):
 

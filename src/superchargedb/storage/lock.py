@@ -1,4 +1,4 @@
-"""The data-dir lock: one process owns the embedded store (DECISIONS 40)."""
+"""The data-dir lock: one process owns the embedded store (D-40)."""
 
 from __future__ import annotations
 

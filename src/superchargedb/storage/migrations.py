@@ -10,7 +10,7 @@ import time
 
 M001_INITIAL = """
 CREATE TABLE units (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,     -- vector key; never reused (DECISIONS 43)
+  id INTEGER PRIMARY KEY AUTOINCREMENT,     -- vector key; never reused (D-43)
   unit_id TEXT NOT NULL UNIQUE,             -- UUIDv7, the public id
   scope TEXT NOT NULL,
   doc_id TEXT NOT NULL,
@@ -29,7 +29,7 @@ CREATE TABLE units (
   t_start_ms INTEGER, t_end_ms INTEGER, shot_idx INTEGER,
   page INTEGER, bbox_x0 REAL, bbox_y0 REAL, bbox_x1 REAL, bbox_y1 REAL,
   created_at INTEGER NOT NULL,              -- epoch ms
-  event_at INTEGER NOT NULL,                -- epoch ms (DECISIONS 20)
+  event_at INTEGER NOT NULL,                -- epoch ms (D-20)
   t_bucket INTEGER NOT NULL,                -- event_at // 3_600_000
   created_by TEXT NOT NULL,
   seq INTEGER NOT NULL,                     -- outbox seq of this Unit's vector add
@@ -108,7 +108,7 @@ CREATE TABLE api_keys (
 
 CREATE TABLE audit_log (
   seq INTEGER PRIMARY KEY,
-  prev_hash TEXT NOT NULL UNIQUE,           -- a fork is impossible (DECISIONS 46)
+  prev_hash TEXT NOT NULL UNIQUE,           -- a fork is impossible (D-46)
   hash TEXT NOT NULL,
   at INTEGER NOT NULL,
   actor TEXT NOT NULL,

@@ -1,6 +1,6 @@
 """The object store: content-addressed blobs under the data dir, named by validated keys.
 
-User text never becomes a path (DECISIONS 47): a key maps to a catalog row, the row to a sha256,
+User text never becomes a path (D-47): a key maps to a catalog row, the row to a sha256,
 and the sha256 alone to ``objects/<aa>/<bb>/<sha256>``. Blobs are written to a temp file, fsynced
 and renamed, so a crash never leaves a partial blob under its final name.
 """
@@ -250,7 +250,7 @@ def _mtime(p: Path) -> float:
         return float("inf")  # gone already: never counted
 
 
-# Media types served inline; everything else downloads as an attachment (stored XSS, D 47).
+# Media types served inline; everything else downloads as an attachment (stored XSS, D-47).
 INLINE_TYPES = re.compile(
     r"^(image/(png|jpeg|gif|webp|tiff)|audio/[a-z0-9.+-]+|video/[a-z0-9.+-]+|application/pdf"
     r"|text/plain)$"

@@ -1,7 +1,7 @@
-"""Derived lexical index: BM25 postings in numpy, kept in lockstep with the catalog (D-1xx).
+"""Derived lexical index: BM25 postings in numpy, kept in lockstep with the catalog (D-25).
 
 FTS5 stays the catalog's index (triggers, snippets, ``doctor``); this index is derived from the
-catalog exactly like the vector index (DECISIONS 44): the owner applies the same outbox rows
+catalog exactly like the vector index (D-44): the owner applies the same outbox rows
 under the writer lock before the acknowledgement (``add`` reads the Unit's text, context and ACL
 from the catalog, and on a key it already holds refreshes the ACL, which is how an ACL update
 reaches it; ``remove`` retires the document). A checkpoint writes new segments and a state file

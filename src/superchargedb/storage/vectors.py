@@ -3,7 +3,7 @@
 The catalog is the source of truth: it keeps every Unit's f16 embedding and an outbox of
 ``(seq, op, plane, key)`` rows. This store applies those ops idempotently, records the last applied
 ``seq`` per plane, and checkpoints each plane to ``{plane}.{seq}.usearch`` (the ``seq`` in the file
-name is the durable watermark, DECISIONS 44). It never reads SQLite: callers pass ops and vectors.
+name is the durable watermark, D-44). It never reads SQLite: callers pass ops and vectors.
 
 Vectors are L2-normalized before they are added, so a stored row's dot product is its cosine.
 Locking: one mutex serializes writers (apply, checkpoint, rebuild, compact); a readers-writer lock
