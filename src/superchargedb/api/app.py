@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import errno
 import hmac
 import logging
-import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,6 +22,7 @@ from ..errors import AuthError, InsufficientStorageError, SCDBError
 from ..preview import Previews
 from ..schemas import AegisQuery, IngestRequest
 from ..service import Service
+from ..storage.disk import STORAGE_ERRORS, is_disk_full
 from ..types import Principal
 from .admission import AdmissionMiddleware
 from .body import parse_json
@@ -63,12 +62,6 @@ def _json_default(o: Any) -> Any:
 class OrjsonResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content, default=_json_default)
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return True
-    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc).lower()
 
 
 def error_response(exc: SCDBError) -> Response:
@@ -167,8 +160,6 @@ def create_app(svc: Service) -> FastAPI:
     # Handlers for these classes run inside the app: a handler for Exception runs in the
     # outermost middleware, which re-raises after responding, so uvicorn logs a traceback and
     # drops the keep-alive connection on every disk-full 507.
-    @app.exception_handler(OSError)
-    @app.exception_handler(sqlite3.OperationalError)
     async def _storage(_: Request, exc: Exception) -> Response:
         if not is_disk_full(exc):
             raise exc
@@ -176,6 +167,9 @@ def create_app(svc: Service) -> FastAPI:
         return error_response(
             InsufficientStorageError("the server is out of disk space; nothing was written")
         )
+
+    for cls in STORAGE_ERRORS:
+        app.add_exception_handler(cls, _storage)
 
     @app.exception_handler(Exception)
     async def _internal(_: Request, exc: Exception) -> Response:
