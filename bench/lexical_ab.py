@@ -2,7 +2,7 @@
 this tree's, on the same loaded index, with an exactness check against the exhaustive scorer.
 
 Opens only the derived lexical index of a ``bench/scale.py`` data dir (no Service, no vectors),
-loads ``storage/sparse_search.py`` (``search/`` before the storage seam) of ``--old`` beside
+loads ``storage/sqlite/sparse_search.py`` (``search/`` before the storage seam) of ``--old`` beside
 this tree's, and runs each query's BM25 top-k (k = ``--k``, the hybrid leg depth) on both, the
 order alternating per query, under a 100 % / 10 % / 1 % scope mask. Reports wall and CPU
 p50/p95 per arm and the paired ratio; every query's new top-k is also compared with
@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from superchargedb.query_terms import query_terms
-    from superchargedb.storage import sparse_search as new
-    from superchargedb.storage.sparse import SparseIndex
+    from superchargedb.storage.sqlite import sparse_search as new
+    from superchargedb.storage.sqlite.sparse import SparseIndex
 
     old = load_old(args.old, Path(tempfile.mkdtemp(prefix="lexical-ab-")))
     ix = SparseIndex(args.data / "lexical")

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     arms = {"new": svc.searcher, "old": hybrid_old.Searcher(svc)}
 
     def drop_caches(searcher: Any) -> None:
-        from superchargedb.storage.candidates import CandidateCache
+        from superchargedb.storage.sqlite.candidates import CandidateCache
 
         searcher.candidates = CandidateCache(svc.settings.candidate_cache_max_bytes)
         sp = getattr(searcher.lexical, "_searcher", None)

@@ -17,7 +17,7 @@ import pytest
 from superchargedb import readfilter
 from superchargedb.auth import acl
 from superchargedb.search import cache
-from superchargedb.storage import filter_sql
+from superchargedb.storage.sqlite import filter_sql
 
 
 def _like_prefix_sql(col: str, scopes: Sequence[str]) -> tuple[str, list[object]]:

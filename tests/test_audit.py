@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from conftest import add_principal, make_service
-from superchargedb.storage import audit
+from superchargedb.storage.sqlite import audit
 
 
 @pytest.fixture

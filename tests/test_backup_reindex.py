@@ -11,9 +11,9 @@ from corpus import DISTRACTORS
 from superchargedb.auth.admin import OPERATOR
 from superchargedb.errors import UnavailableError
 from superchargedb.models.embedder import make_embedder
-from superchargedb.storage.backup import backup, restore_files
-from superchargedb.storage.catalog import Catalog
-from superchargedb.storage.reindex import reindex
+from superchargedb.storage.sqlite.backup import backup, restore_files
+from superchargedb.storage.sqlite.catalog import Catalog
+from superchargedb.storage.sqlite.reindex import reindex
 
 QUERIES = [
     "deployment pipeline tests",

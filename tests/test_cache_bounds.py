@@ -15,8 +15,8 @@ from superchargedb.answer.verify import LexicalDenseChecker
 from superchargedb.models.embedder import Embedder
 from superchargedb.models.executor import EmbedExecutor
 from superchargedb.search.cache import ResultCache
-from superchargedb.storage.candidates import CandidateCache, Candidates
-from superchargedb.storage.catalog import Catalog
+from superchargedb.storage.sqlite.candidates import CandidateCache, Candidates
+from superchargedb.storage.sqlite.catalog import Catalog
 
 
 def candidates(n: int) -> Candidates:

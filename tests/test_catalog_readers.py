@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import superchargedb  # noqa: F401  (imports onnxruntime before usearch)
-from superchargedb.storage.catalog import Catalog
+from superchargedb.storage.sqlite.catalog import Catalog
 
 
 def open_handles(path: Path) -> int:

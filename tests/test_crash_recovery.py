@@ -67,8 +67,8 @@ def test_registry_matches_the_source() -> None:
     registered = set(faults.BY_NAME)
     assert set(calls) - registered == set(), "unregistered fault points in the source"
     assert registered - set(calls) == set(), "registered points with no call site"
-    index_files = {"storage/vectors.py", "storage/index_sync.py"}
-    job_files = {"storage/jobs.py", "ingest/jobs_runner.py", "worker.py"}
+    index_files = {"storage/vectors.py", "storage/sqlite/index_sync.py"}
+    job_files = {"storage/sqlite/jobs.py", "ingest/jobs_runner.py", "worker.py"}
     where = {n: {w.split(":")[0] for w in ws} for n, ws in calls.items()}
     assert sum(bool(w & index_files) for w in where.values()) >= 10
     assert sum(bool(w & job_files) for w in where.values()) >= 10

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from superchargedb.query_terms import STOPWORDS, query_terms
 from superchargedb.search.fusion import rrf
-from superchargedb.storage.lexical_leg import fts_match
+from superchargedb.storage.sqlite.lexical_leg import fts_match
 
 
 def naive_rrf(lists, k=60):

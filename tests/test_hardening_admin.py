@@ -18,7 +18,7 @@ from conftest import LiveServer, add_principal, auth, make_service
 from superchargedb.auth.admin import OPERATOR
 from superchargedb.auth.principals import hash_key
 from superchargedb.service import Service
-from superchargedb.storage import audit
+from superchargedb.storage.sqlite import audit
 
 A = "acme/alpha"
 # name: (perms, tier, scopes, groups, quota)

@@ -396,7 +396,7 @@ def test_an_ingest_racing_the_delete_of_its_object_stores_nothing(server, http, 
 def test_migration_keeps_existing_objects_and_pins_their_units(tmp_path):
     import sqlite3
 
-    from superchargedb.storage import migrations as m
+    from superchargedb.storage.sqlite import migrations as m
 
     conn = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
     conn.row_factory = sqlite3.Row

@@ -54,4 +54,4 @@ def test_contracts_have_teeth(tmp_path: Path) -> None:
         env={"PYTHONPATH": str(pkg), "PATH": "/usr/bin:/bin"},
     )
     assert out.returncode != 0
-    assert "superchargedb.storage.units -> superchargedb.service" in out.stdout
+    assert "superchargedb.storage.sqlite.units -> superchargedb.service" in out.stdout

@@ -6,11 +6,11 @@ import multiprocessing as mp
 import sqlite3
 from pathlib import Path
 
-from superchargedb.storage.migrations import MIGRATIONS, migrate
+from superchargedb.storage.sqlite.migrations import MIGRATIONS, migrate
 
 
 def _open(path: str, start: object) -> list[str]:
-    from superchargedb.storage.catalog import Catalog
+    from superchargedb.storage.sqlite.catalog import Catalog
 
     start.wait()  # type: ignore[attr-defined]
     cat = Catalog(Path(path))

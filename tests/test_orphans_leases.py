@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from conftest import add_principal, make_service
-from superchargedb.storage import audit
-from superchargedb.storage.catalog import Catalog
-from superchargedb.storage.jobs import JobQueue, LeaseOwner, proc_start
+from superchargedb.storage.sqlite import audit
+from superchargedb.storage.sqlite.catalog import Catalog
+from superchargedb.storage.sqlite.jobs import JobQueue, LeaseOwner, proc_start
 
 KEY = "aegis_sk_test_w"
 
@@ -124,7 +124,7 @@ def test_startup_removes_orphans_and_keeps_every_referenced_blob(tmp_path, embed
     crash(
         f"""
         from pathlib import Path
-        from superchargedb.storage.objects import FileBlobStore
+        from superchargedb.storage.sqlite.objects import FileBlobStore
         FileBlobStore(Path({str(data / "objects")!r})).put([b"half an upload"], 1 << 20)
         """,
         "objects.blob.after_fsync",
@@ -213,8 +213,8 @@ def test_dead_server_lease_is_claimable_at_once(tmp_path, embedder):
         f"""
         import os
         from pathlib import Path
-        from superchargedb.storage.catalog import Catalog
-        from superchargedb.storage.jobs import JobQueue
+        from superchargedb.storage.sqlite.catalog import Catalog
+        from superchargedb.storage.sqlite.jobs import JobQueue
         from superchargedb.storage.lock import DataDirLock
         DataDirLock(Path({str(data)!r})).acquire()
         q = JobQueue(Catalog(Path({str(data / "catalog.db")!r})), owner_kind="server")
@@ -250,8 +250,8 @@ def test_live_external_worker_keeps_its_lease_until_it_dies(tmp_path, embedder):
         import sys
         from pathlib import Path
         import superchargedb
-        from superchargedb.storage.catalog import Catalog
-        from superchargedb.storage.jobs import JobQueue
+        from superchargedb.storage.sqlite.catalog import Catalog
+        from superchargedb.storage.sqlite.jobs import JobQueue
         job = JobQueue(Catalog(Path({str(data / "catalog.db")!r}))).claim()
         print(job.id, flush=True)
         sys.stdin.read()  # hold the lease until killed
@@ -389,8 +389,8 @@ def test_anchor_crash_before_rename_keeps_the_old_anchor(tmp_path):
     crash(
         f"""
         from pathlib import Path
-        from superchargedb.storage import audit
-        from superchargedb.storage.catalog import Catalog
+        from superchargedb.storage.sqlite import audit
+        from superchargedb.storage.sqlite.catalog import Catalog
         cat = Catalog(Path({str(tmp_path / "catalog.db")!r}))
         audit.write_anchor(cat.reader(), bytes.fromhex("22" * 32), Path({str(path)!r}))
         """,

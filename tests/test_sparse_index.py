@@ -26,14 +26,14 @@ from corpus import DISTRACTORS
 from superchargedb.query_terms import query_terms
 from superchargedb.readfilter import ReadFilter
 from superchargedb.schemas import AegisQuery
-from superchargedb.storage.bulk import insert_units
-from superchargedb.storage.catalog import Catalog
-from superchargedb.storage.filter_sql import where_sql
-from superchargedb.storage.fts5_tokens import Fts5Tokenizer
-from superchargedb.storage.index_sync import IndexSync
-from superchargedb.storage.lexical_leg import LexicalLeg
-from superchargedb.storage.sparse import SparseIndex
-from superchargedb.storage.units import delete_rows, update_acl, uuid7
+from superchargedb.storage.sqlite.bulk import insert_units
+from superchargedb.storage.sqlite.catalog import Catalog
+from superchargedb.storage.sqlite.filter_sql import where_sql
+from superchargedb.storage.sqlite.fts5_tokens import Fts5Tokenizer
+from superchargedb.storage.sqlite.index_sync import IndexSync
+from superchargedb.storage.sqlite.lexical_leg import LexicalLeg
+from superchargedb.storage.sqlite.sparse import SparseIndex
+from superchargedb.storage.sqlite.units import delete_rows, update_acl, uuid7
 from superchargedb.storage.vectors import VectorStore
 from superchargedb.types import Principal
 
@@ -272,7 +272,7 @@ def test_filters_the_index_does_not_hold(tmp_path: Path) -> None:
 
 
 def test_maxscore_equals_exhaustive(tmp_path: Path) -> None:
-    from superchargedb.storage.sparse_search import SparseSearcher
+    from superchargedb.storage.sqlite.sparse_search import SparseSearcher
 
     cat, sync = open_dir(tmp_path)
     write(cat, sync, texts(), 0, 9)
@@ -297,8 +297,8 @@ def test_exact_scores_from_postings_equal_forward_lists(
 ) -> None:
     """The shortlist's term frequencies from the query's postings (few phrase x segment pairs)
     and from the documents' forward lists (many) give the same top-k, ties included."""
-    from superchargedb.storage import sparse_search
-    from superchargedb.storage.sparse_search import SparseSearcher
+    from superchargedb.storage.sqlite import sparse_search
+    from superchargedb.storage.sqlite.sparse_search import SparseSearcher
 
     cat, sync = open_dir(tmp_path)
     items = texts()
@@ -380,7 +380,7 @@ def test_dense_candidates_from_the_index(svc) -> None:
     """The dense leg's readable ids come from the lexical index's mask: the same ids as the
     catalog's scan, and an ACL change shows in the next search of either leg."""
     from conftest import add_principal
-    from superchargedb.storage.candidates import readable_ids
+    from superchargedb.storage.sqlite.candidates import readable_ids
 
     # In the groups it shares the Units with (a writer adds only groups it belongs to).
     alice = replace(svc.authenticate("Bearer aegis_sk_alice"), groups=frozenset({"eng", "ops"}))
@@ -423,7 +423,7 @@ def test_dense_candidates_from_the_index(svc) -> None:
 def test_dense_candidates_of_one_plane_from_a_mask_over_all(svc) -> None:
     """A search over several planes builds one mask (the lexical leg's) and narrows it to each
     plane at the readable ids: the same ids as the catalog's scan of that plane."""
-    from superchargedb.storage.candidates import readable_ids
+    from superchargedb.storage.sqlite.candidates import readable_ids
 
     # In the groups it shares the Units with (a writer adds only groups it belongs to).
     alice = replace(svc.authenticate("Bearer aegis_sk_alice"), groups=frozenset({"eng", "ops"}))
@@ -491,7 +491,7 @@ def test_other_format_is_rebuilt(tmp_path: Path) -> None:
 
 def test_term_ids_many_equals_term_ids(tmp_path: Path) -> None:
     """One oracle run for a query's unseen words gives each word's own term ids."""
-    from superchargedb.storage.sparse_search import SparseSearcher
+    from superchargedb.storage.sqlite.sparse_search import SparseSearcher
 
     cat, sync = open_dir(tmp_path)
     write(cat, sync, texts(), 0, 9)
@@ -508,7 +508,7 @@ def test_maxscore_pruning_equals_exhaustive_on_zipf_corpus(tmp_path: Path) -> No
     """Long queries over a Zipf vocabulary: most phrases end up non-essential, looked up only
     for the candidates left after each step's pruning (the candidate set shrinks and theta
     rises step by step). The top k must stay the exhaustive ranking, ties included."""
-    from superchargedb.storage.sparse_search import SparseSearcher
+    from superchargedb.storage.sqlite.sparse_search import SparseSearcher
 
     rng = random.Random(7)
     vocab = [f"w{i}x" for i in range(400)]

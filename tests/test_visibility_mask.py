@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from isolation_mutations import inject
-from superchargedb.storage.visibility import SigColumns, Visibility
+from superchargedb.storage.sqlite.visibility import SigColumns, Visibility
 
 SCOPES = ["acme", "acme/alpha", "acme/alpha/x", "acme/alphabet", "acme/beta", "other", "other/a"]
 PLANES = ["text", "visual", "audio"]
@@ -73,8 +73,8 @@ def test_new_epoch_starts_over() -> None:
 
 def test_mask_is_not_reused_after_a_reset(tmp_path: Path) -> None:
     """A reset index restarts its version at 0: the mask cache keys on the epoch too."""
-    from superchargedb.storage.sparse import SparseIndex
-    from superchargedb.storage.sparse_search import SparseSearcher
+    from superchargedb.storage.sqlite.sparse import SparseIndex
+    from superchargedb.storage.sqlite.sparse_search import SparseSearcher
 
     ix = SparseIndex(tmp_path / "lex")
     sp = SparseSearcher(ix)
@@ -133,8 +133,8 @@ def test_cached_halves_never_cross_principals_or_signatures() -> None:
 def test_mask_cache_is_bounded_by_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Masks are kept up to a byte budget, least recently used out first; each one cached
     answers like a fresh build."""
-    import superchargedb.storage.sparse_search as ss
-    from superchargedb.storage.sparse import SparseIndex
+    import superchargedb.storage.sqlite.sparse_search as ss
+    from superchargedb.storage.sqlite.sparse import SparseIndex
 
     ix = SparseIndex(tmp_path / "lex")
     sp = ss.SparseSearcher(ix)

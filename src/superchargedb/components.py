@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from . import faults
 from .models.executor import EmbedExecutor
 from .ratelimit import RedisLimiter
-from .storage import audit
+from .storage.sqlite import audit
 
 if TYPE_CHECKING:
     from .answer.pipeline import Answerer
@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     from .search.hybrid import Searcher
     from .search.rerank import Reranker
     from .settings import Settings
-    from .storage.catalog import Catalog
-    from .storage.index_sync import IndexSync
-    from .storage.jobs import JobQueue
     from .storage.lock import DataDirLock
-    from .storage.objects import FileBlobStore
+    from .storage.sqlite.catalog import Catalog
+    from .storage.sqlite.index_sync import IndexSync
+    from .storage.sqlite.jobs import JobQueue
+    from .storage.sqlite.objects import FileBlobStore
     from .storage.vectors import VectorStore
 
 

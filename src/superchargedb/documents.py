@@ -15,15 +15,15 @@ import orjson
 from . import faults
 from .auth import acl
 from .errors import ForbiddenError, GroupForbiddenError, NotFoundError, ValidationError
-from .storage import audit
-from .storage import units as units_sql
-from .storage.filter_sql import scope_sql, visible_sql
+from .storage.sqlite import audit
+from .storage.sqlite import units as units_sql
+from .storage.sqlite.filter_sql import scope_sql, visible_sql
 from .types import PLANES, Locator, Principal
 
 if TYPE_CHECKING:
     from .ingest.pipeline import Ingestor
-    from .storage.catalog import Catalog
-    from .storage.index_sync import IndexSync
+    from .storage.sqlite.catalog import Catalog
+    from .storage.sqlite.index_sync import IndexSync
 
 MAX_PAGE = 500
 

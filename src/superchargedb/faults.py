@@ -32,7 +32,7 @@ def _p(name: str, area: str, state: str, phase: str = "run") -> FaultPoint:
 
 
 KNOWN_POINTS: tuple[FaultPoint, ...] = (
-    # -- index: storage/index_sync.py ------------------------------------------------------
+    # -- index: storage/sqlite/index_sync.py ---------------------------------------------------
     _p("sync.before_apply", "index", "outbox ops read, none applied in memory"),
     _p("sync.after_apply", "index", "ops applied in memory, applied_seq not advanced"),
     _p("sync.after_checkpoint", "index", "index files durable, outbox not yet compacted"),
@@ -53,14 +53,14 @@ KNOWN_POINTS: tuple[FaultPoint, ...] = (
     _p("vectors.checkpoint.before_cleanup", "index", "watermark advanced, old files remain"),
     _p("vectors.compact.before_swap", "index", "tombstone-free copy built, not swapped"),
     _p("vectors.compact.after_swap", "index", "compacted plane live in memory, not saved"),
-    # -- index: storage/sparse.py (the derived lexical index) -------------------------------
+    # -- index: storage/sqlite/sparse.py (the derived lexical index) ---------------------------
     _p("sparse.apply.before", "index", "outbox ops read for the lexical index, none applied"),
     _p("sparse.apply.after", "index", "postings applied in memory, not saved"),
     _p("sparse.checkpoint.before_segments", "index", "delta flushed in memory, no file written"),
     _p("sparse.checkpoint.mid_save", "index", "segments and state tmp fsynced, not renamed"),
     _p("sparse.checkpoint.after_rename", "index", "new state in place, old files remain"),
     _p("sparse.rebuild.batch", "index", "lexical index half rebuilt from the catalog", "startup"),
-    # -- jobs: storage/jobs.py -------------------------------------------------------------
+    # -- jobs: storage/sqlite/jobs.py ----------------------------------------------------------
     _p("jobs.enqueue.after_insert", "jobs", "job row in the ingest transaction, uncommitted"),
     _p("jobs.claim.after_update", "jobs", "lease written, claim uncommitted"),
     _p("jobs.after_claim", "jobs", "lease committed, nothing derived"),
@@ -77,7 +77,7 @@ KNOWN_POINTS: tuple[FaultPoint, ...] = (
     _p("jobs.after_complete", "jobs", "Units and done-mark committed, index not applied"),
     _p("jobs.after_apply", "jobs", "derived Units indexed, heartbeat still running"),
     _p("worker.after_job", "jobs", "external worker finished a job (server tails outbox)"),
-    # -- catalog write transactions: storage/catalog.py ------------------------------------
+    # -- catalog write transactions: storage/sqlite/catalog.py ---------------------------------
     _p("catalog.before_commit", "catalog", "any write transaction, before COMMIT"),
     _p("catalog.after_commit", "catalog", "any write transaction, after COMMIT"),
     # -- ingest batch, doc replace, quota: ingest/pipeline.py ------------------------------
@@ -87,20 +87,20 @@ KNOWN_POINTS: tuple[FaultPoint, ...] = (
     _p("ingest.enqueue.after_reserve", "ingest", "media doc reserved on the quota, uncommitted"),
     _p("ingest.after_commit", "ingest", "batch committed, not applied, not acknowledged"),
     _p("ingest.after_apply", "ingest", "batch committed and indexed, not acknowledged"),
-    # -- delete: storage/units.py, service.py ----------------------------------------------
+    # -- delete: storage/sqlite/units.py, service.py -------------------------------------------
     _p("units.delete.after_row", "delete", "a Unit row and its outbox remove, uncommitted"),
     _p("delete.after_commit", "delete", "delete committed, vector still indexed"),
     _p("delete.after_apply", "delete", "delete committed and applied, not acknowledged"),
     # -- ACL PATCH: documents.py -----------------------------------------------------------
     _p("acl.after_update", "acl", "new ACL on the Units, uncommitted"),
     _p("acl.after_commit", "acl", "ACL change committed, not acknowledged"),
-    # -- audit chain: storage/audit.py -----------------------------------------------------
+    # -- audit chain: storage/sqlite/audit.py --------------------------------------------------
     _p("audit.before_append", "audit", "change written in its txn, no audit record yet"),
     _p("audit.after_record", "audit", "chain record inserted, head not updated"),
     _p("audit.after_head", "audit", "record and head written, txn uncommitted"),
     _p("audit.anchor.before_replace", "audit", "signed head in a tmp file", "shutdown"),
     _p("audit.anchor.after_replace", "audit", "signed head anchored outside", "shutdown"),
-    # -- objects: storage/objects.py, objects_service.py -----------------------------------
+    # -- objects: storage/sqlite/objects.py, objects_service.py --------------------------------
     _p("objects.blob.after_write", "objects", "blob bytes in a tmp file, not fsynced"),
     _p("objects.blob.after_fsync", "objects", "tmp blob fsynced, not renamed"),
     _p("objects.blob.after_rename", "objects", "blob under its final name, dir not fsynced"),

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 from .auth.scopes import within_any
 from .documents import decode_cursor, encode_cursor, page_size
 from .errors import ForbiddenError, NotFoundError, ValidationError
-from .storage.filter_sql import scope_sql
+from .storage.sqlite.filter_sql import scope_sql
 from .types import Principal
 
 if TYPE_CHECKING:
-    from .storage.catalog import Catalog
+    from .storage.sqlite.catalog import Catalog
 
 
 class JobsMixin:

@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from .storage.catalog import Catalog
+from .storage.sqlite.catalog import Catalog
 
 
 class Meter:

@@ -28,17 +28,17 @@ from .errors import (
     ValidationError,
 )
 from .metering import media_reserved, object_usage
-from .storage import audit
-from .storage import units as units_sql
-from .storage.filter_sql import scope_sql, visible_sql
-from .storage.objects import FileBlobStore, check_key
-from .storage.units import now_ms
+from .storage.sqlite import audit
+from .storage.sqlite import units as units_sql
+from .storage.sqlite.filter_sql import scope_sql, visible_sql
+from .storage.sqlite.objects import FileBlobStore, check_key
+from .storage.sqlite.units import now_ms
 from .tenancy import tier_caps
 from .types import Principal
 
 if TYPE_CHECKING:
     from .settings import Settings
-    from .storage.catalog import Catalog
+    from .storage.sqlite.catalog import Catalog
 
 _CT = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .settings import Settings
-from .storage import audit
-from .storage.catalog import Catalog
 from .storage.lock import DataDirLock
+from .storage.sqlite import audit
+from .storage.sqlite.catalog import Catalog
 from .tenancy import TenancyMixin
 
 

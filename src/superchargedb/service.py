@@ -35,9 +35,9 @@ from .preview import PreviewSource
 from .readfilter import ReadFilter
 from .schemas import AegisQuery
 from .search.cache import cache_key
-from .storage import audit
-from .storage import units as units_sql
-from .storage.filter_sql import scope_sql, visible_sql
+from .storage.sqlite import audit
+from .storage.sqlite import units as units_sql
+from .storage.sqlite.filter_sql import scope_sql, visible_sql
 from .tenancy import TenancyMixin
 from .types import PLANES, TIER_PLANES, Locator, Principal, Trace
 
@@ -124,7 +124,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.parts.close()
 
     def doctor(self) -> dict[str, Any]:
-        from .storage.doctor import doctor
+        from .storage.sqlite.doctor import doctor
 
         with self.catalog.write_lock():
             return doctor(

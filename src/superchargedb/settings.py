@@ -219,7 +219,9 @@ class Settings(BaseSettings):
 
 
 # SCDB_ variables a server reads outside the Settings object (a secret kept out of it).
-SERVER_ENV_ONLY = frozenset({"SCDB_AUDIT_KEY"})  # storage/audit.py: the audit key itself, hex
+SERVER_ENV_ONLY = frozenset(
+    {"SCDB_AUDIT_KEY"}
+)  # storage/sqlite/audit.py: the audit key itself, hex
 
 # SCDB_ variables that are not server settings: read by the client, the benchmarks and the tests
 # (docs/settings.md, "Not server settings"). A server started by a test or a benchmark inherits

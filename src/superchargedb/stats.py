@@ -12,7 +12,7 @@ import sqlite3
 from typing import Any
 
 from .auth.admin import require_admin
-from .storage.filter_sql import scope_sql
+from .storage.sqlite.filter_sql import scope_sql
 from .types import PLANES, Principal
 
 JOB_STATES = ("queued", "running", "done", "failed")

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 from .auth import admin
 from .auth.admin import require_admin
 from .errors import ValidationError
-from .storage import audit
+from .storage.sqlite import audit
 from .types import Principal
 
 if TYPE_CHECKING:
     from .settings import Settings
-    from .storage.catalog import Catalog
+    from .storage.sqlite.catalog import Catalog
 
 
 @dataclass(frozen=True)

@@ -35,14 +35,14 @@ from .search.hybrid import Searcher
 from .search.rerank import make_reranker
 from .service import Service
 from .settings import Settings
-from .storage import audit
-from .storage.catalog import Catalog
-from .storage.index_sync import IndexSync
-from .storage.jobs import JobQueue
 from .storage.lock import DataDirLock
-from .storage.objects import FileBlobStore, sweep_orphans
-from .storage.reindex import stale_count
-from .storage.sparse import SparseIndex
+from .storage.sqlite import audit
+from .storage.sqlite.catalog import Catalog
+from .storage.sqlite.index_sync import IndexSync
+from .storage.sqlite.jobs import JobQueue
+from .storage.sqlite.objects import FileBlobStore, sweep_orphans
+from .storage.sqlite.reindex import stale_count
+from .storage.sqlite.sparse import SparseIndex
 from .storage.vectors import VectorStore
 from .worker import WorkerContext
 

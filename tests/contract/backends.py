@@ -21,12 +21,12 @@ from typing import Any
 
 import superchargedb  # noqa: F401  (onnxruntime before usearch)
 from superchargedb.readfilter import ReadFilter, ancestors
-from superchargedb.storage import audit
-from superchargedb.storage.catalog import Catalog
-from superchargedb.storage.filter_sql import scope_sql
-from superchargedb.storage.jobs import Job
-from superchargedb.storage.jobs import JobQueue as SqlJobQueue
-from superchargedb.storage.sqlite_backend import SqliteBackend
+from superchargedb.storage.sqlite import audit
+from superchargedb.storage.sqlite.backend import SqliteBackend
+from superchargedb.storage.sqlite.catalog import Catalog
+from superchargedb.storage.sqlite.filter_sql import scope_sql
+from superchargedb.storage.sqlite.jobs import Job
+from superchargedb.storage.sqlite.jobs import JobQueue as SqlJobQueue
 
 DIM = 16
 MODEL = "contract-test-model"
@@ -82,7 +82,7 @@ class IgnoresGroups(SqliteBackend):
 def _with_scope_sql(
     rf: ReadFilter, applied_seq: int | None, scope_part: tuple[str, list[object]]
 ) -> tuple[str, list[object]]:
-    from superchargedb.storage.filter_sql import acl_sql
+    from superchargedb.storage.sqlite.filter_sql import acl_sql
 
     s_sql, params = scope_part
     a_sql, a_params = acl_sql("u", rf.principal, rf.groups)

@@ -13,7 +13,7 @@ from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
 from ..errors import PayloadTooLargeError, QuotaExceededError
 from ..service import Service
-from ..storage.objects import INLINE_TYPES, parse_range
+from ..storage.sqlite.objects import INLINE_TYPES, parse_range
 from ..types import Principal
 from .openapi import ERROR_RESPONSES
 from .scoping import narrowed, request_scope

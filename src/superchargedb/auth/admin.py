@@ -27,7 +27,7 @@ from ..errors import (
     SelfLockoutError,
     ValidationError,
 )
-from ..storage.filter_sql import scope_sql, visible_sql
+from ..storage.sqlite.filter_sql import scope_sql, visible_sql
 from ..types import TIER_RANK, Principal
 from . import principals as pm
 from .scopes import check_scope, within_any

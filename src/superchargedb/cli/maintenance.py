@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def backup(dest: Path, data: Path = DATA) -> None:
         """Online, consistent backup (catalog snapshot + objects); safe while a server runs."""
-        from ..storage.backup import backup as do_backup
+        from ..storage.sqlite.backup import backup as do_backup
 
         try:
             manifest = do_backup(data, dest)
@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
         """Restore a backup into an empty data dir, rebuild the index, verify the audit chain."""
         from ..auth.admin import OPERATOR
         from ..settings import Settings
-        from ..storage.backup import restore_files
+        from ..storage.sqlite.backup import restore_files
         from ..wiring import open_service
 
         try:
@@ -61,10 +61,10 @@ def register(app: typer.Typer) -> None:
 
         from ..models.embedder import make_embedder
         from ..settings import Settings
-        from ..storage.catalog import Catalog
         from ..storage.lock import DataDirLock
-        from ..storage.reindex import reindex as do_reindex
-        from ..storage.reindex import stale_count
+        from ..storage.sqlite.catalog import Catalog
+        from ..storage.sqlite.reindex import reindex as do_reindex
+        from ..storage.sqlite.reindex import stale_count
 
         settings = Settings(data_dir=data)
         lock = DataDirLock(data)

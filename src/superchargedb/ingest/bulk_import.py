@@ -27,17 +27,17 @@ import numpy as np
 
 from ..auth.admin import OPERATOR
 from ..errors import SCDBError, ValidationError
-from ..storage import audit
-from ..storage import units as units_sql
-from ..storage.bulk import insert_units
+from ..storage.sqlite import audit
+from ..storage.sqlite import units as units_sql
+from ..storage.sqlite.bulk import insert_units
 from ..types import Principal
 from .prepare import Prepared, prepare_unit
 
 if TYPE_CHECKING:
     from ..models.embedder import Embedder
     from ..settings import Settings
-    from ..storage.catalog import Catalog
-    from ..storage.index_sync import IndexSync
+    from ..storage.sqlite.catalog import Catalog
+    from ..storage.sqlite.index_sync import IndexSync
 
 
 class BulkTarget(Protocol):

@@ -17,13 +17,13 @@ import hashlib
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from ..storage import audit
-from ..storage import units as units_sql
+from ..storage.sqlite import audit
+from ..storage.sqlite import units as units_sql
 from ..types import Locator, Principal
 from .prepare import Prepared
 
 if TYPE_CHECKING:
-    from ..storage.jobs import Job
+    from ..storage.sqlite.jobs import Job
     from .deps import IngestDeps
 
 KIND = "embed"

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..models.embedder import Embedder
     from ..settings import Settings
-    from ..storage.catalog import Catalog
-    from ..storage.jobs import JobQueue
-    from ..storage.objects import FileBlobStore
+    from ..storage.sqlite.catalog import Catalog
+    from ..storage.sqlite.jobs import JobQueue
+    from ..storage.sqlite.objects import FileBlobStore
     from ..types import Principal
 
 

@@ -19,7 +19,7 @@ import orjson
 from .. import faults
 from ..auth.principals import row_to_principal
 from ..errors import SCDBError
-from ..storage.jobs import Job, JobQueue, LeaseLost
+from ..storage.sqlite.jobs import Job, JobQueue, LeaseLost
 from . import deferred
 from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, derive
 from .engine_settings import options_from

@@ -29,8 +29,8 @@ from ..errors import (
     ScopeForbiddenError,
     UpgradeRequiredError,
 )
-from ..storage import audit
-from ..storage import units as units_sql
+from ..storage.sqlite import audit
+from ..storage.sqlite import units as units_sql
 from ..types import TIER_PLANES, TIERS, Principal
 from . import deferred, media_cost, objects_in
 from .chunking import chunk_text

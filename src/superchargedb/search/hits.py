@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ..storage import units as units_sql
+from ..storage.sqlite import units as units_sql
 from ..types import Locator
 
 HIT_COLUMNS = (

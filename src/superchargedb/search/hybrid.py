@@ -18,10 +18,10 @@ from ..models.query_cache import Lru
 from ..query_terms import query_terms
 from ..readfilter import ReadFilter
 from ..schemas import AegisQuery
-from ..storage import units as units_sql
-from ..storage.candidates import CandidateCache, Candidates, readable_ids
-from ..storage.filter_sql import where_sql
-from ..storage.lexical_leg import LexicalLeg
+from ..storage.sqlite import units as units_sql
+from ..storage.sqlite.candidates import CandidateCache, Candidates, readable_ids
+from ..storage.sqlite.filter_sql import where_sql
+from ..storage.sqlite.lexical_leg import LexicalLeg
 from ..types import Stage, Trace
 from .fusion import rrf
 from .hits import build_hits, fetch_hit_rows, hit_unit_id
@@ -31,8 +31,8 @@ from .rerank import rerank_stage
 if TYPE_CHECKING:
     from ..models.embedder import Embedder
     from ..settings import Settings
-    from ..storage.catalog import Catalog
-    from ..storage.index_sync import IndexSync
+    from ..storage.sqlite.catalog import Catalog
+    from ..storage.sqlite.index_sync import IndexSync
     from ..storage.vectors import VectorStore
     from .rerank import Reranker
 

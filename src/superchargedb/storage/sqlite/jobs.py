@@ -27,7 +27,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .. import faults
+from ... import faults
 from .catalog import Catalog
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import faults
-from ..readfilter import ancestors
+from ... import faults
+from ...readfilter import ancestors
 from .acl_tokens import acl_tokens
 
 UNIT_COLUMNS = (

@@ -206,7 +206,7 @@ END;
 """
 
 # Who holds a job's lease (JSON: instance id, kind, host identity, pid and its start time), so a
-# restart can release the leases of processes that are provably dead (storage/jobs.py).
+# restart can release the leases of processes that are provably dead (storage/sqlite/jobs.py).
 M005_JOB_LEASE_OWNER = """
 ALTER TABLE jobs ADD COLUMN lease_owner TEXT;
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..readfilter import ReadFilter
+from ...readfilter import ReadFilter
 
 
 def scope_sql(col: str, scopes: Sequence[str]) -> tuple[str, list[object]]:

@@ -4,8 +4,8 @@ Outbox rows are written in each Unit's transaction; the owner applies them in me
 acknowledgement, checkpoints index files whose name carries the watermark, and on start replays
 everything after each plane's durable watermark (or rebuilds a plane from the catalog's f16
 embeddings when its file is gone and the outbox was already compacted). The derived lexical
-index (``storage/sparse.py``, when that backend is on) follows the same ops and watermark rules;
-outbox rows are compacted only once both indexes made them durable.
+index (``sparse.py``, when that backend is on) follows the same ops and watermark rules; outbox
+rows are compacted only once both indexes made them durable.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from .. import faults
-from ..types import PLANES
+from ... import faults
+from ...types import PLANES
+from ..vectors import VectorOp, VectorStore
 from .catalog import Catalog
 from .sparse import SparseIndex
-from .vectors import VectorOp, VectorStore
 
 log = logging.getLogger(__name__)
 

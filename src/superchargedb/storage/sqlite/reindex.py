@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..models.embedder import Embedder
+from ...models.embedder import Embedder
 from .catalog import Catalog
 
 

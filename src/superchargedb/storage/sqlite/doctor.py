@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from ..types import PLANES
+from ...types import PLANES
+from ..vectors import VectorStore
 from .catalog import Catalog
 from .objects import ORPHAN_GRACE_S, find_orphans, referenced_blobs
 from .sparse import SparseIndex
-from .vectors import VectorStore
 
 _WORD = re.compile(r"[a-z]{4,}")
 _BLOB = re.compile(r"[0-9a-f]{64}")

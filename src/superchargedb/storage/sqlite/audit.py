@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import faults
+from ... import faults
 
 if TYPE_CHECKING:
-    from ..types import Principal
+    from ...types import Principal
 
 GENESIS = "0" * 64
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import faults
+from ... import faults
 from .migrations import migrate
 
 

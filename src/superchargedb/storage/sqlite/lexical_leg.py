@@ -5,7 +5,7 @@ Two backends give the same ranking (``SCDB_LEXICAL_BACKEND``):
 * ``fts5``: FTS5 over the catalog. User text never reaches FTS5 syntax: the query is an OR of
   double-quoted ``\\w+`` tokens minus the Lucene stopwords, AND-ed with the caller's hashed ACL
   tokens in the weight-0 ``acl`` column.
-* ``sparse`` (default): the derived index of ``storage/sparse.py`` scored in numpy
+* ``sparse`` (default): the derived index of ``storage/sqlite/sparse.py`` scored in numpy
   (``sparse_search.py``) over a visibility mask, the same OR of the same terms with FTS5's own
   tokens and FTS5's ``bm25()``. A query term that FTS5 reads as a multi-token phrase (``err_7731``
   is the phrase "err 7731") needs token positions, which the derived index does not keep: such a
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..readfilter import ReadFilter
+from ...readfilter import ReadFilter
 from .acl_tokens import group_token, owner_token, scope_token
 from .visibility import Visibility
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import faults
-from ..errors import PayloadTooLargeError, ValidationError
+from ... import faults
+from ...errors import PayloadTooLargeError, ValidationError
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..readfilter import ReadFilter, within_any
+from ...readfilter import ReadFilter, within_any
 
 Signature = tuple[str, str, str, str, tuple[str, ...]]  # scope, plane, modality, owner, groups
 

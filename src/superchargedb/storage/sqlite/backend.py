@@ -20,20 +20,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from ..query_terms import query_terms
-from ..readfilter import ReadFilter
-from ..types import Locator, Principal
-from . import audit as audit_mod
-from . import units as units_sql
-from .catalog import Catalog
-from .filter_sql import where_sql
-from .index_sync import IndexSync
-from .jobs import Job, LeaseLost
-from .jobs import JobQueue as SqlJobQueue
-from .lexical_leg import LexicalLeg
-from .lock import DataDirLock
-from .objects import FileBlobStore
-from .protocols import (
+from ...query_terms import query_terms
+from ...readfilter import ReadFilter
+from ...types import Locator, Principal
+from ..lock import DataDirLock
+from ..protocols import (
     AuditReport,
     Backend,
     BlobInfo,
@@ -46,8 +37,17 @@ from .protocols import (
     UnitRecord,
     Vector,
 )
+from ..vectors import VectorStore
+from . import audit as audit_mod
+from . import units as units_sql
+from .catalog import Catalog
+from .filter_sql import where_sql
+from .index_sync import IndexSync
+from .jobs import Job, LeaseLost
+from .jobs import JobQueue as SqlJobQueue
+from .lexical_leg import LexicalLeg
+from .objects import FileBlobStore
 from .sparse import SparseIndex
-from .vectors import VectorStore
 
 
 def _record(r: sqlite3.Row) -> UnitRecord:

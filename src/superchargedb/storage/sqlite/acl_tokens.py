@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from ..readfilter import ancestors
+from ...readfilter import ancestors
 
 
 def scope_token(scope: str) -> str:

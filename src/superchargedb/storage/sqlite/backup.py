@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConflictError, ValidationError
+from ...errors import ConflictError, ValidationError
 
 FORMAT = 1
 

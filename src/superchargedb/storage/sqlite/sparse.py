@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import faults
+from ... import faults
+from ..vectors import _fsync_dir, _RWLock
 from . import sparse_segment as segmod
 from .fts5_tokens import TOKENIZE, Fts5Tokenizer
 from .sparse_segment import Segment
-from .vectors import _fsync_dir, _RWLock
 
 log = logging.getLogger(__name__)
 
