@@ -43,7 +43,7 @@ def test_contracts_have_teeth(tmp_path: Path) -> None:
     pkg = tmp_path / "src"
     shutil.copytree(ROOT / "src" / "superchargedb", pkg / "superchargedb")
     bad = pkg / "superchargedb" / "storage" / "sqlite" / "units.py"
-    bad.write_text(bad.read_text() + "\nfrom ..service import Service  # noqa\n")
+    bad.write_text(bad.read_text() + "\nfrom ...service import Service  # noqa\n")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     out = subprocess.run(
         [_lint_imports(), "--no-cache"],
