@@ -41,9 +41,11 @@ from typing import Any
 import httpx
 import numpy as np
 
-import flood
-import quality as Q
-from benchserver import Server, free_port
+from bench import flood
+from bench.common.env import git_commit
+from bench.common.paths import RESULTS
+from bench.common.report import command
+from bench.common.server import Server, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 VICTIM_KEY = "aegis_sk_alice"
@@ -207,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-seconds", type=float, default=40.0, help="victim alone")
     ap.add_argument("--stalled", type=int, default=32, help="stalled connections per class")
     ap.add_argument("--back-to-back", type=int, default=32, help="busy connections per class")
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument(
         "--server-env", action="append", default=[], metavar="K=V", help="server setting"
     )
@@ -261,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     rep: dict[str, Any] = {
         "benchmark": "fairness",
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "bench/fairness.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command("fairness", argv if argv is not None else sys.argv[1:]),
         "config": {
             "seconds": args.seconds,
             "baseline_seconds": args.baseline_seconds,
@@ -270,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             "server_env": dict(kv.partition("=")[::2] for kv in args.server_env),
         },
         "environment": {
-            "git_commit": Q.git_commit(),
+            "git_commit": git_commit(),
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),

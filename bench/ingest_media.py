@@ -46,7 +46,7 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
-from ocr_score import (
+from bench.ocr_score import (
     CATEGORIES,
     levenshtein,
     norm,

@@ -26,9 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-import quality as Q  # noqa: E402  (bench helpers: the run's environment)
+from bench.common.env import environment
+from bench.common.paths import REPO as ROOT
+from bench.common.report import command
 
 TEST = "tests/test_isolation_property.py"
 
@@ -102,10 +102,10 @@ def main() -> None:
             args.append(f"--hypothesis-seed={a.seed}")
         rc, out, secs = run_pytest(args, env, Path(tmp) / "bt")
         stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
-        env = Q.environment()
+        env = environment()
         rep: dict[str, Any] = {
             "generated": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": "bench/isolation.py " + " ".join(sys.argv[1:]),
+            "command": command("isolation", sys.argv[1:]),
             "commit": env["git_commit"],
             "cpus": env["cpus"],
             "python": env["python"],

@@ -24,10 +24,9 @@ from types import ModuleType
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality as Q  # noqa: E402
-import scale_data as SD  # noqa: E402
-from search_ab import report_pairs  # noqa: E402
+from bench import scale_data as SD
+from bench.common.data import filter_scope
+from bench.search_ab import report_pairs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -80,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     def mask_for(level: str, bucket: int) -> tuple[np.ndarray, bool]:
         if level == "100%":
             return ix.live.copy(), True
-        pre = Q.filter_scope(level, bucket)
+        pre = filter_scope(level, bucket)
         ok = [s[0] == pre or s[0].startswith(pre + "/") for s in ix.sigs]
         return np.append(np.array(ok, bool), False).take(ix.sig) & ix.live, False
 

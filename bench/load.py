@@ -46,10 +46,13 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
-import quality as Q
-from benchserver import Server, free_port
-from loadcheck import ConsistencyChecker
-from loadmem import (
+from bench.common import evaldir
+from bench.common.env import git_commit
+from bench.common.paths import RESULTS
+from bench.common.report import command
+from bench.common.server import Server, free_port
+from bench.loadcheck import ConsistencyChecker
+from bench.loadmem import (
     memlog_rows,
     memlog_window,
     memory_verdict,
@@ -60,7 +63,6 @@ from loadmem import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path("/work/shared/eval/scifact")
 SCOPE = "acme/alpha/load"
 GROUP = "eng-backend"
 ADMIN_KEY = "aegis_sk_alice"
@@ -644,9 +646,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--server-env", action="append", default=[], help="KEY=VALUE for the server (repeatable)"
     )
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
-    ap.add_argument("--dataset", type=Path, default=DATA, help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
+    args.dataset = evaldir.dataset_arg(args, "scifact")
 
     def stop(signum: int, _frame: Any) -> None:  # run the finally below: stop the server
         raise SystemExit(128 + signum)
@@ -684,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
     rep: dict[str, Any] = {
         "benchmark": "load",
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "bench/load.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command("load", argv if argv is not None else sys.argv[1:]),
         "config": {
             "levels": [int(x) for x in args.levels.split(",")],
             "level_seconds": args.level_seconds,
@@ -702,7 +706,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         },
         "environment": {
-            "git_commit": Q.git_commit(),
+            "git_commit": git_commit(),
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),

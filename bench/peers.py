@@ -55,8 +55,19 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality as Q  # noqa: E402  (bench/quality.py: data, cache and metric helpers)
+from bench.common.baselines import BASELINES
+from bench.common.data import BASE_SCOPE, bucket, filter_scope, load_dataset, select, unit_text
+from bench.common.embedcache import (
+    EmbedCache,
+    embed_queries,
+    live_embedder,
+    make_caching_embedder,
+    open_cache,
+)
+from bench.common.env import environment
+from bench.common.paths import CACHE_DIR, REPO
+from bench.common.service import BATCH, PRINCIPAL_KEY, ingest_docs, make_service, stage_ms
+from bench.common.stats import pct, score
 
 SYSTEMS = ("ours", "lancedb", "txtai")
 PEERS = ("lancedb", "txtai")
@@ -111,7 +122,7 @@ class Queries:
         self.vectors = np.load(work / "queries.npy")
 
     def scope(self, qi: int, level: str) -> str:
-        return Q.filter_scope(level, self.buckets[qi])
+        return filter_scope(level, self.buckets[qi])
 
 
 def load_units(work: Path) -> dict[str, Any]:
@@ -155,7 +166,7 @@ class Ours:
             "ingest": (
                 "bulk import (superchargedb import): Units with their vectors, one each"
                 if getattr(self, "scale", False)
-                else f"Service.ingest, {Q.BATCH} documents per call, chunked by the Service"
+                else f"Service.ingest, {BATCH} documents per call, chunked by the Service"
             ),
             "lexical_backend": getattr(s, "lexical_backend", "fts5"),
             "lexical": "SQLite FTS5 BM25, scope/ACL tokens pushed into the MATCH",
@@ -174,13 +185,13 @@ class Ours:
         if self.scale:
             return self._load_scale(msg)
         ds = Path(msg["dataset"])
-        corpus, _, _ = Q.load_dataset(ds, msg["split"])
+        corpus, _, _ = load_dataset(ds, msg["split"])
         docs: list[str] = msg["docs"]
-        cache = Q.open_cache(ds.resolve().name, Path(msg["cache_dir"]))
-        self.emb = Q.make_caching_embedder(cache)
-        self.svc, self.alice = Q.make_service(self.work / "ours-data", self.emb)
+        cache = open_cache(ds.resolve().name, Path(msg["cache_dir"]))
+        self.emb = make_caching_embedder(cache)
+        self.svc, self.alice = make_service(self.work / "ours-data", self.emb)
         rss0 = rss_now_mb()
-        ing = Q.ingest_docs(self.svc, self.alice, corpus, docs)
+        ing = ingest_docs(self.svc, self.alice, corpus, docs)
         t0 = time.perf_counter()
         self.svc.sync.checkpoint()  # the index is built as Units are applied; this persists it
         index_s = time.perf_counter() - t0
@@ -193,7 +204,7 @@ class Ours:
         s = self.svc.settings
         t0 = time.perf_counter()
         for d in docs:
-            chunk_text(Q.unit_text(corpus[d]), self.emb, s.chunk_tokens, s.chunk_overlap_tokens)
+            chunk_text(unit_text(corpus[d]), self.emb, s.chunk_tokens, s.chunk_overlap_tokens)
         chunk_s = time.perf_counter() - t0
         return {
             "chunking_s_estimate": chunk_s,
@@ -213,11 +224,11 @@ class Ours:
 
         qv = np.load(self.work / "queries.npy")
         texts = json.loads((self.work / "queries.json").read_text())["texts"]
-        cache = Q.EmbedCache(self.work / "query-cache.npz", msg["model_id"], int(qv.shape[1]))
+        cache = EmbedCache(self.work / "query-cache.npz", msg["model_id"], int(qv.shape[1]))
         for t, v in zip(texts, qv, strict=True):
             cache.put(t, v)
-        self.emb = Q.make_caching_embedder(cache, allow_live=False)  # queries: a lookup
-        self.svc, self.alice = Q.make_service(self.work / "ours-data", self.emb)
+        self.emb = make_caching_embedder(cache, allow_live=False)  # queries: a lookup
+        self.svc, self.alice = make_service(self.work / "ours-data", self.emb)
         vecs = np.load(self.work / "scale_vectors.npy", mmap_mode="r")
         n = int(vecs.shape[0])
         rss0 = rss_now_mb()
@@ -279,7 +290,7 @@ class Ours:
         out = self.svc.search(self.alice, body, query_scope=q.scope(qi, level))
         if out["trace"]["cache"] != "miss":
             raise RuntimeError("result cache hit: the benchmark would measure the cache")
-        return [(h["doc_id"], h["scope"]) for h in out["hits"]], Q.stage_ms(out["trace"], "embed")
+        return [(h["doc_id"], h["scope"]) for h in out["hits"]], stage_ms(out["trace"], "embed")
 
     def snippets(self, q: Queries, qidx: Sequence[int], top_k: int) -> dict[str, Any]:
         """Per query at the 1 % filter: our default (hits with snippets) then the benchmark's
@@ -294,7 +305,7 @@ class Ours:
             on.append(t[True])
             off.append(t[False])
         on, off = on[3:], off[3:]
-        return {"with_ms": Q.pct(on), "without_ms": Q.pct(off), "n": len(on)}
+        return {"with_ms": pct(on), "without_ms": pct(off), "n": len(on)}
 
     def http(self, q: Queries, qidx: Sequence[int], top_k: int) -> dict[str, Any]:
         """Per query: the in-process call, then the same call over HTTP (paired)."""
@@ -313,7 +324,7 @@ class Ours:
         inproc, over_http = [], []
         try:
             with httpx.Client(
-                base_url=url, headers={"Authorization": f"Bearer {Q.PRINCIPAL_KEY}"}, timeout=60
+                base_url=url, headers={"Authorization": f"Bearer {PRINCIPAL_KEY}"}, timeout=60
             ) as c:
                 deadline = time.time() + 30
                 while True:
@@ -330,7 +341,7 @@ class Ours:
                     t1 = time.perf_counter()
                     r = c.post(
                         "/v1/search",
-                        params={"scope": Q.BASE_SCOPE},
+                        params={"scope": BASE_SCOPE},
                         json={"q": q.texts[qi], "top_k": top_k, "mode": "hybrid"},
                     )
                     t2 = time.perf_counter()
@@ -342,9 +353,9 @@ class Ours:
             th.join(timeout=10)
         inproc, over_http = inproc[3:], over_http[3:]
         return {
-            "in_process_ms": Q.pct(inproc),
-            "http_ms": Q.pct(over_http),
-            "overhead_ms": Q.pct([h - i for h, i in zip(over_http, inproc, strict=True)]),
+            "in_process_ms": pct(inproc),
+            "http_ms": pct(over_http),
+            "overhead_ms": pct([h - i for h, i in zip(over_http, inproc, strict=True)]),
             "response": f"JSON of top_k={top_k} hits with text and snippets",
         }
 
@@ -391,7 +402,7 @@ class Lance:
         return {
             "api": "lancedb.connect(<dir>) embedded, one Table, in-process",
             "schema": "id, doc_id, text, scope, scope_t, scope_u (string), vector float32[dim]",
-            "ingest": f"table.add() per {Q.BATCH} documents' Units, then table.optimize()",
+            "ingest": f"table.add() per {BATCH} documents' Units, then table.optimize()",
             "fts": "create_fts_index('text'): native, simple tokenizer, lower case, English "
             "stemming, stop words removed (defaults)",
             "scalar_indexes": "BITMAP on scope_t and scope_u (low cardinality, as its docs advise)",
@@ -418,7 +429,7 @@ class Lance:
                 ("vector", pa.list_(pa.float32(), dim)),
             ]
         )
-        batches = unit_batches(units, Q.BATCH)
+        batches = unit_batches(units, BATCH)
         rss0 = rss_now_mb()
         db = self.lancedb.connect(str(self.work / "lancedb"))
         t0 = time.perf_counter()
@@ -800,10 +811,10 @@ def prepare_queries(
     work: Path, name: str, cache_dir: Path, texts: list[str], docs: list[str]
 ) -> dict[str, Any]:
     """Query vectors (cached) and each query's filter bucket, among the buckets that have docs."""
-    cache = Q.open_cache(name, cache_dir)
-    vecs, live_ms = Q.embed_queries(cache, texts)
+    cache = open_cache(name, cache_dir)
+    vecs, live_ms = embed_queries(cache, texts)
     cache.save()
-    nonempty = sorted({Q.bucket(d) for d in docs})
+    nonempty = sorted({bucket(d) for d in docs})
     buckets = [nonempty[(i * 37) % len(nonempty)] for i in range(len(texts))]
     np.save(work / "queries.npy", vecs)
     (work / "queries.json").write_text(json.dumps({"texts": texts, "buckets": buckets}))
@@ -818,7 +829,7 @@ def prepare_scale(
     the SciFact test claims (real embeddings) as queries, each with its filter bucket.
     ``max_docs`` (smoke runs) draws the text and vector pool from fewer source documents, so a
     cold embedding cache costs seconds, not the whole pool's minutes."""
-    import scale_data as SD
+    from bench import scale_data as SD
 
     data = SD.ScaleData.load(cache_dir=cache_dir, max_docs=max_docs)
     recs: list[dict[str, Any]] = []
@@ -866,7 +877,7 @@ def qmeta_texts(work: Path) -> list[str]:
 def live_embedding_sample(queries: list[str], unit_texts: list[str]) -> dict[str, Any]:
     """What embedding costs, measured here (in the parent, between phases) on a small sample:
     per query as a search embeds it, and Units in batches as ingest does."""
-    emb = Q.live_embedder()
+    emb = live_embedder()
     emb.embed(["warm-up"])
     q_ms = []
     for t in queries:
@@ -877,7 +888,7 @@ def live_embedding_sample(queries: list[str], unit_texts: list[str]) -> dict[str
     emb.embed(unit_texts)
     secs = time.perf_counter() - t0
     return {
-        "query_ms": Q.pct(q_ms),
+        "query_ms": pct(q_ms),
         "units": len(unit_texts),
         "units_per_s": round(len(unit_texts) / secs, 2) if unit_texts else None,
     }
@@ -897,13 +908,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         qrels: dict[str, dict[str, int]] = {}
     else:
         name = args.dataset.resolve().name
-        corpus, queries, qrels = Q.load_dataset(args.dataset, args.split)
-        docs, qids = Q.select(corpus, queries, qrels, args.limit_docs, args.limit_queries)
+        corpus, queries, qrels = load_dataset(args.dataset, args.split)
+        docs, qids = select(corpus, queries, qrels, args.limit_docs, args.limit_queries)
         if not qids:
             raise SystemExit("no query has all its relevant documents ingested; raise --limit-docs")
     systems = [s for s in args.systems.split(",") if s]
     systems.sort(key=lambda s: s != "ours")  # ours loads first: it exports the Units
-    env_start = Q.environment()
+    env_start = environment()
     print(f"{name}: systems {systems}; load average {env_start['loadavg']}", file=sys.stderr)
     work = Path(tempfile.mkdtemp(prefix="scdb-bench-peers-", dir=args.work_dir))
     log_dir = work / "logs"  # kept (copied to <out>/peers-logs) only if a system failed
@@ -957,14 +968,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         },
         "config": {
             "top_k": TOP_K,
-            "batch_docs": Q.BATCH,
+            "batch_docs": BATCH,
             "rounds": args.rounds,
             "cells": [cell_key(*c) for c in cells],
             "embedder": qprep["model_id"],
             "filters": {
-                "100%": Q.BASE_SCOPE,
-                "10%": f"{Q.BASE_SCOPE}/t<b//10>",
-                "1%": f"{Q.BASE_SCOPE}/t<b//10>/u<b>",
+                "100%": BASE_SCOPE,
+                "10%": f"{BASE_SCOPE}/t<b//10>",
+                "1%": f"{BASE_SCOPE}/t<b//10>/u<b>",
             },
             "recall_note": f"Recall@100 over the documents in the top {TOP_K} Units",
         },
@@ -973,7 +984,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "hybrid+rerank": {"ran": False, "reason": "no reranker configured (offline)"},
         "embedding": {
             "model": qprep["model_id"],
-            "query_live_ms": Q.pct(qprep["live_ms"]),
+            "query_live_ms": pct(qprep["live_ms"]),
             "note": "excluded from every system's search latency (vectors precomputed)",
             "cache_warm": warm_info,
         },
@@ -1110,7 +1121,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             ranks[s].setdefault(mode, {}).update(out["docs"])
                         if level != "100%" and mode == "hybrid":
                             for qi, n in zip(batch, out["n_hits"], strict=False):
-                                sc = Q.filter_scope(level, qmeta["buckets"][qi])
+                                sc = filter_scope(level, qmeta["buckets"][qi])
                                 avail = sum(
                                     v
                                     for p, v in per_bucket_units.items()
@@ -1137,10 +1148,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             rep["ran"] = True
             rep["peak_rss_mb"] = round(stats[s]["peak_rss_mb"], 1)
-            rep["latency_ms"] = {k: Q.pct(v) for k, v in lat[s].items()}
+            rep["latency_ms"] = {k: pct(v) for k, v in lat[s].items()}
             if s == "ours":
                 rep["latency_excluding_embed_ms"] = {
-                    k: Q.pct([a - b for a, b in zip(v, emb_ms[s][k], strict=True)])
+                    k: pct([a - b for a, b in zip(v, emb_ms[s][k], strict=True)])
                     for k, v in lat[s].items()
                 }
             rep["qps"] = {
@@ -1152,13 +1163,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             qualities: dict[str, Any] = {}
             for mode, rk in ranks[s].items():
                 rk_q = {qids[int(qi)]: docs_ for qi, docs_ in rk.items()}
-                qualities[mode] = Q.score(rk_q, qrels)
+                qualities[mode] = score(rk_q, qrels)
             rep["quality"] = qualities
             rep["_latency_raw"] = {k: [round(x, 3) for x in v] for k, v in lat[s].items()}
         report["ratios"] = ratios(sysrep)
         report["vs_faster_peer"] = vs_faster_peer(report)
-        report["environment"]["loadavg_end"] = Q.environment()["loadavg"]
-        report["baselines"] = Q.BASELINES.get(name, [])
+        report["environment"]["loadavg_end"] = environment()["loadavg"]
+        report["baselines"] = BASELINES.get(name, [])
     finally:
         for ch in children.values():
             ch.close()
@@ -1525,8 +1536,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit-queries", type=int)
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds (query batches)")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
-    ap.add_argument("--out", type=Path, default=Q.REPO / "bench" / "results")
-    ap.add_argument("--cache-dir", type=Path, default=Q.CACHE_DIR)
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--cache-dir", type=Path, default=CACHE_DIR)
     ap.add_argument("--lancedb-ann-min-rows", type=int, default=LANCEDB_ANN_MIN_ROWS)
     ap.add_argument(
         "--scale",

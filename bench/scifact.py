@@ -36,12 +36,15 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
-import quality as Q
-from benchserver import Server, free_port
+from bench.common import evaldir
+from bench.common.data import select
+from bench.common.env import git_commit
+from bench.common.paths import RESULTS
+from bench.common.report import command
+from bench.common.server import Server, free_port
 from superchargedb.evaluation import aggregate_docs, load_beir, mrr_at_k, ndcg_at_k, recall_at_k
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path("/work/shared/eval/scifact")
 SCOPE = "acme/alpha/scifact"
 KEY = "aegis_sk_alice"
 BATCH = 64
@@ -325,19 +328,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit-docs", type=int, help="ingest at most N documents")
     ap.add_argument("--limit-queries", type=int, help="score at most N test queries")
     ap.add_argument("--port", type=int, help="server port (default: a free one)")
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument(
         "--save-runs",
         type=Path,
         help="also write every query's chunk hits as [doc_id, dense rank, lexical rank] (large)",
     )
-    ap.add_argument("--dataset", type=Path, default=DATA, help=argparse.SUPPRESS)
+    ap.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
+    args.dataset = evaldir.dataset_arg(args, "scifact")
 
     corpus, queries, qrels = load_beir(args.dataset, "test")
     # Without a query limit the file order decides; with one, its relevant docs come first so
     # a smoke run scores them.
-    docs, qids = Q.select(
+    docs, qids = select(
         corpus,
         queries,
         qrels,
@@ -390,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         report = {
             "benchmark": "scifact",
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": "bench/scifact.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "command": command("scifact", argv if argv is not None else sys.argv[1:]),
             "config": {
                 "split": "test",
                 "scope": SCOPE,
@@ -407,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                 },
             },
             "environment": {
-                "git_commit": Q.git_commit(),
+                "git_commit": git_commit(),
                 "python": platform.python_version(),
                 "platform": platform.platform(),
                 "cpus": os.cpu_count(),

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality as Q  # noqa: E402
-import scale as S  # noqa: E402
-import scale_data as SD  # noqa: E402
+from bench import scale as S
+from bench import scale_data as SD
+from bench.common.embedcache import open_cache
+from bench.common.paths import CACHE_DIR
 
 REPO = Path(__file__).resolve().parent.parent
 MODULES = ("visibility", "fusion", "hits", "sparse_search", "lexical", "hybrid")  # deps first
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     hybrid_old = load_old(args.old, tmp)
     queries = SD.ScaleData.load(progress=False).queries()
     queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
-    cache = Q.open_cache("scale_pool", Q.CACHE_DIR)
+    cache = open_cache("scale_pool", CACHE_DIR)
     svc, alice, _ = S.open_service(args.data, cache, "sparse")
     arms = {"new": svc.searcher, "old": hybrid_old.Searcher(svc)}
 
