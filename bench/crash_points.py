@@ -9,7 +9,7 @@ time is a failure), restarts it without the crash and runs ``crash_checks``. Poi
 a SIGTERM'd server on its way out; ``worker.after_job`` crashes an external ``superchargedb
 worker``.
 
-    .venv/bin/python bench/crash_points.py [--points 'jobs.*,audit.*'] [--parallel 2]
+    .venv/bin/python -m bench.crash_points [--points 'jobs.*,audit.*'] [--parallel 2]
 
 Writes bench/results/crash_points.json and .md.
 """

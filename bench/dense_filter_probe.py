@@ -7,7 +7,7 @@ per query), an exact scan of rows already in memory (USearch's f16 SIMD and an f
 mat-vec), and HNSW with the planner's over-fetch (4 k / selectivity) and smaller ones, with
 recall@k against the exact top k.
 
-    .venv/bin/python bench/dense_filter_probe.py --data /tmp/scale4/scale-1000000 --queries 20
+    .venv/bin/python -m bench.dense_filter_probe --data /tmp/scale4/scale-1000000 --queries 20
 """
 
 from __future__ import annotations

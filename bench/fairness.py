@@ -16,8 +16,8 @@ Reported per class: the victim's p50/p95 latency unloaded and under the flood, t
 (goal: within 2x), and its statuses (goal: no 503); the flood's own statuses. Writes
 ``<out>/fairness.json`` and ``<out>/fairness.md``.
 
-    .venv/bin/python bench/fairness.py                       # ~3 min
-    .venv/bin/python bench/fairness.py --seconds 5 --baseline-seconds 5   # smoke
+    .venv/bin/python -m bench.fairness                       # ~3 min
+    .venv/bin/python -m bench.fairness --seconds 5 --baseline-seconds 5   # smoke
 """
 
 from __future__ import annotations

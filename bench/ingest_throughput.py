@@ -12,8 +12,8 @@ share of the embedding bound the API keeps (goal >= 0.8).
 ``--breakdown`` also ingests one batch in-process (live model) and times its phases (chunking,
 embedding, the write transaction, the index apply), to show where the rest goes.
 
-    .venv/bin/python bench/ingest_throughput.py --rounds 4
-    .venv/bin/python bench/ingest_throughput.py --rounds 2 --batch 16 --out /tmp/x   # smoke
+    .venv/bin/python -m bench.ingest_throughput --rounds 4
+    .venv/bin/python -m bench.ingest_throughput --rounds 2 --batch 16 --out /tmp/x   # smoke
 
 Writes ``<out>/ingest_throughput.json`` and ``ingest_throughput.md``.
 """

@@ -7,8 +7,8 @@ principals, Units, objects, jobs, generated requests, HTTP requests made, reads 
 re-permissions, checks, and whether any leak was found (a failure prints the falsifying world).
 Optionally the mutation checks too (``--mutations``: each injected bug must be caught).
 
-    .venv/bin/python bench/isolation.py --worlds 1000
-    .venv/bin/python bench/isolation.py --worlds 100 --mutations
+    .venv/bin/python -m bench.isolation --worlds 1000
+    .venv/bin/python -m bench.isolation --worlds 100 --mutations
 
 Writes ``<out>/isolation.json`` and ``isolation.md``.
 """

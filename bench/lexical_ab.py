@@ -8,7 +8,7 @@ top-k (k = ``--k``, the hybrid leg depth) on both, the order alternating per que
 query's new top-k is also compared with ``topk(exhaustive=True)`` (all postings scored, no
 pruning): any difference is an error.
 
-    .venv/bin/python bench/lexical_ab.py --data /tmp/scale4/scale-1000000 --old main
+    .venv/bin/python -m bench.lexical_ab --data /tmp/scale4/scale-1000000 --old main
 """
 
 from __future__ import annotations

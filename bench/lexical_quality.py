@@ -11,7 +11,7 @@ tokenizer-only embedder (named ``lexical-only-placeholder``): embedding SciFact'
 2 loaded cores would take hours and change nothing here. Dense and hybrid quality are
 bench/quality.py's job.
 
-    .venv/bin/python bench/lexical_quality.py --dataset /work/shared/eval/scifact
+    .venv/bin/python -m bench.lexical_quality    # scifact of $SCDB_EVAL_DIR
 
 Writes ``<out>/lexical_quality.json`` and ``.md``.
 """

@@ -18,8 +18,8 @@ search (DECISIONS 13, 44: the acknowledgement follows the commit and the in-memo
 
 Writes ``<out>/load.json``, ``<out>/load.md`` and ``<out>/load.png``.
 
-    .venv/bin/python bench/load.py                                  # ~15 min
-    .venv/bin/python bench/load.py --levels 1,8 --level-seconds 5 --overload-seconds 15
+    .venv/bin/python -m bench.load                                  # ~15 min
+    .venv/bin/python -m bench.load --levels 1,8 --level-seconds 5 --overload-seconds 15
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ Each size runs in its own subprocess (so its RSS is its own):
 4. The lexical leg alone again with ``SCDB_LEXICAL_BACKEND=fts5`` (FTS5 with the ACL tokens pushed
    into the MATCH, DECISIONS 24) on the same dir, for the comparison (fewer queries at 1M).
 
-    .venv/bin/python bench/scale.py                       # 10k, 100k, 1M (~1 h here)
-    .venv/bin/python bench/scale.py --sizes 10000,100000 --queries 100
-    .venv/bin/python bench/scale.py --sizes 1000000 --data-root /tmp/scale --keep   # reuse
+    .venv/bin/python -m bench.scale                       # 10k, 100k, 1M (~1 h here)
+    .venv/bin/python -m bench.scale --sizes 10000,100000 --queries 100
+    .venv/bin/python -m bench.scale --sizes 1000000 --data-root /tmp/scale --keep   # reuse
 
 Writes ``<out>/scale.json``, ``scale.md``, ``scale_latency.png``, ``scale_memory.png``.
 """

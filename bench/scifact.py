@@ -7,8 +7,8 @@ hybrid) with ``top_k=1000``. Chunk hits are aggregated to documents (best rank) 
 nDCG@10, Recall@100 and MRR@10 (DECISIONS Part 4). Writes ``<out>/scifact.json`` and
 ``<out>/scifact.md``.
 
-    .venv/bin/python bench/scifact.py                                   # full run (~10-15 min)
-    .venv/bin/python bench/scifact.py --limit-docs 300 --limit-queries 30   # quick smoke
+    .venv/bin/python -m bench.scifact                                   # full run (~10-15 min)
+    .venv/bin/python -m bench.scifact --limit-docs 300 --limit-queries 30   # quick smoke
 
 With ``--limit-queries``/``--limit-docs`` the relevant documents of the selected queries are
 ingested first, the rest of the budget is filled with other corpus documents in file order, and
@@ -51,7 +51,7 @@ BATCH = 64
 TOP_K = 1000
 MODES = ("lexical", "dense", "hybrid")
 
-# Published SciFact test-split baselines (/work/shared/eval/README.md): nDCG@10, Recall@100.
+# Published SciFact test-split baselines (the eval folder's README.md): nDCG@10, Recall@100.
 BASELINES: list[dict[str, Any]] = [
     {
         "system": "BM25 flat (Lucene, k1=0.9, b=0.4)",

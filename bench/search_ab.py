@@ -10,7 +10,7 @@ cached vectors; reports wall (query embedding excluded) and CPU time per cell, a
 both return the same hits. ``--cold`` drops each arm's per-predicate caches before every query:
 bench/peers.py's filtered cells are cold, each query having a scope of its own.
 
-    .venv/bin/python bench/search_ab.py --data /tmp/scdb-scale/scale-100000 --old 2175712
+    .venv/bin/python -m bench.search_ab --data /tmp/scdb-scale/scale-100000 --old 2175712
 
 Changes outside those modules (service.py, the catalog's connections) are in both arms.
 """

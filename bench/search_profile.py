@@ -17,7 +17,7 @@ shared machine hits both alike. ``--profile`` also runs pyinstrument over two pa
 ``hybrid/100%/c1`` (its call/return hook inflates Python-heavy code: read shares, not ms).
 
     git archive <old-commit> src | tar -x -C /tmp/before
-    .venv/bin/python bench/search_profile.py --ab /tmp/before/src --label after --profile
+    .venv/bin/python -m bench.search_profile --ab /tmp/before/src --label after --profile
 
 Writes ``<out>/search_profile.json``, ``search_profile.md`` (+ ``search_profile_pyinstrument.txt``).
 """
@@ -52,6 +52,7 @@ from bench.common.embedcache import (
 )
 from bench.common.env import environment
 from bench.common.paths import CACHE_DIR, RESULTS
+from bench.common.proc import child_env, module_cmd
 from bench.common.report import command
 from bench.common.service import PRINCIPAL_KEY, ingest_docs, make_service
 from bench.common.stats import pct
@@ -273,7 +274,8 @@ class Child:
             env["PYTHONPATH"] = src + (
                 os.pathsep + env["PYTHONPATH"] if "PYTHONPATH" in env else ""
             )
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", *args.child_argv]
+        cmd = module_cmd("search_profile", "--child", *args.child_argv)
+        env = child_env(env)  # the checkout's root first: the child imports bench.*
         self.label = label
         self._log = open(log, "w")  # noqa: SIM115 (closed in close())
         self.proc = subprocess.Popen(

@@ -11,8 +11,8 @@ passages, cold (nothing cached) and warm (passages primed, as the answer pipelin
 module constants in ``superchargedb/answer/verify.py`` were set from its output. TEST is never
 used for choosing anything.
 
-    .venv/bin/python bench/support_check.py          # writes bench/results/support_check.json
-    .venv/bin/python bench/support_check.py --tune   # also searches thresholds on TUNE
+    .venv/bin/python -m bench.support_check          # writes bench/results/support_check.json
+    .venv/bin/python -m bench.support_check --tune   # also searches thresholds on TUNE
 """
 
 from __future__ import annotations
