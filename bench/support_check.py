@@ -43,7 +43,7 @@ from superchargedb.models.embedder import make_embedder
 
 def _answer_cases() -> Any:
     """tests/answer_cases.py, the hand-written cases the test suite also checks, loaded by path
-    (tests/ is not a package, and no sys.path is changed for it)."""
+    (tests/ is not a package, and the import path stays as it is)."""
     spec = importlib.util.spec_from_file_location(
         "answer_cases", REPO / "tests" / "answer_cases.py"
     )

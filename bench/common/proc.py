@@ -1,5 +1,5 @@
 """Running a bench module in a child Python (``python -m bench.<name>``) from anywhere: the
-child's import path gets the checkout's root through PYTHONPATH (no ``sys.path`` edits)."""
+child gets the checkout's root through PYTHONPATH, never by editing its import path in code."""
 
 from __future__ import annotations
 
