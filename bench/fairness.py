@@ -44,7 +44,7 @@ import numpy as np
 from bench import flood
 from bench.common.env import git_commit
 from bench.common.paths import RESULTS
-from bench.common.report import command
+from bench.common.report import command, write_report
 from bench.common.server import Server, free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -295,8 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "fairness.json").write_text(json.dumps(rep, indent=1) + "\n")
-    (args.out / "fairness.md").write_text(markdown(rep))
+    write_report(args.out, "fairness", rep, markdown(rep), indent=1)
     for cls in CLASSES:
         print(
             f"{cls:7s} unloaded p50/p95 {base[cls].get('p50_ms')}/{base[cls].get('p95_ms')} ms"

@@ -39,7 +39,7 @@ from bench.common.embedcache import live_embedder
 from bench.common.env import environment
 from bench.common.evaldir import shown
 from bench.common.paths import RESULTS
-from bench.common.report import command
+from bench.common.report import command, write_report
 from bench.common.server import Server, free_port
 from bench.common.service import PRINCIPAL_KEY, make_service
 
@@ -276,9 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv if argv is not None else sys.argv[1:]
     args.out.mkdir(parents=True, exist_ok=True)
     report = run(args)
-    (args.out / "ingest_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
     md = markdown(report)
-    (args.out / "ingest_throughput.md").write_text(md)
+    write_report(args.out, "ingest_throughput", report, md)
     print(md)
     return 0
 

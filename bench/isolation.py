@@ -28,7 +28,7 @@ from typing import Any
 
 from bench.common.env import environment
 from bench.common.paths import REPO as ROOT
-from bench.common.report import command
+from bench.common.report import command, write_report
 
 TEST = "tests/test_isolation_property.py"
 
@@ -121,8 +121,7 @@ def main() -> None:
             mut = [f"{TEST}::test_mutations_are_caught"]
             mrc, _, msecs = run_pytest(mut, env2, Path(tmp) / "m")
             rep["mutations"] = {"passed": mrc == 0, "seconds": round(msecs, 1)}
-    (a.out / "isolation.json").write_text(json.dumps(rep, indent=2) + "\n")
-    (a.out / "isolation.md").write_text(markdown(rep))
+    write_report(a.out, "isolation", rep, markdown(rep))
     print(f"\nworlds {stats.get('worlds', 0)}, passed {rep['passed']}: {a.out / 'isolation.md'}")
     sys.exit(0 if rep["passed"] else 1)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import shutil
 import sys
 import tempfile
@@ -36,7 +35,7 @@ from bench.common import evaldir
 from bench.common.data import BASE_SCOPE, load_dataset, select
 from bench.common.env import environment
 from bench.common.paths import RESULTS
-from bench.common.report import command
+from bench.common.report import command, write_report
 from bench.common.service import QUALITY_TOP_K, ingest_docs, make_service
 from bench.common.stats import pct, score
 
@@ -164,9 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv if argv is not None else sys.argv[1:]
     report = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "lexical_quality.json").write_text(json.dumps(report, indent=2) + "\n")
     md = markdown(report)
-    (args.out / "lexical_quality.md").write_text(md)
+    write_report(args.out, "lexical_quality", report, md)
     print(md)
     return 0
 

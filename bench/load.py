@@ -49,7 +49,7 @@ from tqdm import tqdm
 from bench.common import evaldir
 from bench.common.env import git_commit
 from bench.common.paths import RESULTS
-from bench.common.report import command
+from bench.common.report import command, write_report
 from bench.common.server import Server, free_port
 from bench.loadcheck import ConsistencyChecker
 from bench.loadmem import (
@@ -734,8 +734,7 @@ def main(argv: list[str] | None = None) -> int:
     note = plot(rep, args.out / "load.png")
     if note:
         rep["plot"] = note
-    (args.out / "load.json").write_text(json.dumps(rep, indent=1) + "\n")
-    (args.out / "load.md").write_text(markdown(rep))
+    write_report(args.out, "load", rep, markdown(rep), indent=1)
     print(level_rows(rows))
     print(json.dumps(rep["overload"]["memory"]))
     print(json.dumps({k: v for k, v in rep["consistency"].items() if k != "violations"}))

@@ -40,7 +40,7 @@ from bench.common import evaldir
 from bench.common.data import select
 from bench.common.env import git_commit
 from bench.common.paths import RESULTS
-from bench.common.report import command
+from bench.common.report import command, write_report
 from bench.common.server import Server, free_port
 from superchargedb.evaluation import aggregate_docs, load_beir, mrr_at_k, ndcg_at_k, recall_at_k
 
@@ -434,9 +434,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(data_dir, ignore_errors=True)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "scifact.json").write_text(json.dumps(report, indent=2) + "\n")
     md = markdown(report)
-    (args.out / "scifact.md").write_text(md)
+    write_report(args.out, "scifact", report, md)
     print()
     print(table(report))
     ing = report["ingest"]

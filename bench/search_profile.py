@@ -53,7 +53,7 @@ from bench.common.embedcache import (
 from bench.common.env import environment
 from bench.common.paths import CACHE_DIR, RESULTS
 from bench.common.proc import child_env, module_cmd
-from bench.common.report import command
+from bench.common.report import command, write_report
 from bench.common.service import PRINCIPAL_KEY, ingest_docs, make_service
 from bench.common.stats import pct
 
@@ -464,8 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     report = run(args)
     md = markdown(report)
-    (args.out / "search_profile.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "search_profile.md").write_text(md)
+    write_report(args.out, "search_profile", report, md)
     print(md)
     return 0
 

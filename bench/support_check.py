@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import itertools
-import json
 import os
 import platform
 import statistics
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common.paths import REPO, RESULTS
+from bench.common.report import write_report
 from superchargedb.answer.verify import (
     LexicalDenseChecker,
     Measurement,
@@ -220,8 +220,7 @@ def main() -> None:
     if args.tune:
         print("\ntuning on TUNE:", report["tuning"])
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "support_check.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "support_check.md").write_text(markdown(report))
+    write_report(args.out, "support_check", report, markdown(report))
     print(f"\nwrote {args.out / 'support_check.json'} and support_check.md")
 
 
