@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--warm-cache-only",
         action="store_true",
-        help="only fill the embedding cache for the selected documents (used by peers.py)",
+        help="only fill the embedding cache for the selected documents (used by bench.peers)",
     )
     args = ap.parse_args(argv)
     args.argv = argv if argv is not None else sys.argv[1:]

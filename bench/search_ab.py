@@ -8,7 +8,7 @@ alternating, which is the fairest pairing a shared, loaded machine allows (``ben
 --ab`` pairs rounds of two processes instead). Hybrid, top_k=100, SciFact claims as queries with
 cached vectors; reports wall (query embedding excluded) and CPU time per cell, and checks that
 both return the same hits. ``--cold`` drops each arm's per-predicate caches before every query:
-bench/peers.py's filtered cells are cold, each query having a scope of its own.
+bench.peers' filtered cells are cold, each query having a scope of its own.
 
     .venv/bin/python -m bench.search_ab --data /tmp/scdb-scale/scale-100000 --old 2175712
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         "--cold",
         action="store_true",
         help="drop each arm's per-predicate caches (masks, candidate sets) before every query:"
-        " bench/peers.py's filtered cells, where each query has its own scope",
+        " bench.peers' filtered cells, where each query has its own scope",
     )
     args = ap.parse_args(argv)
 

@@ -1,6 +1,6 @@
 """Where a search's time goes: per-stage latencies, the untraced rest, concurrency, a profile.
 
-Builds our Service on a SciFact slice (the same Units and cached vectors as bench/peers.py, so
+Builds our Service on a SciFact slice (the same Units and cached vectors as bench.peers, so
 query embedding is a lookup unless a cell says ``live``), then measures, in alternating rounds:
 
 * ``hybrid/100%/c1``, ``hybrid/1%/c1``, ``dense/100%/c1``, ``lexical/100%/c1``: wall time of

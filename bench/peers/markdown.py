@@ -253,7 +253,7 @@ def add_scale_section(path: Path, r: dict[str, Any], prefix: str) -> None:
     n = r["dataset"]["scale"]
     lines = [
         begin,
-        f"## At {n:,} Units (`bench/peers.py --scale {n}`, {r['generated_at']})",
+        f"## At {n:,} Units (`python -m bench.peers --scale {n}`, {r['generated_at']})",
         "",
         f"Same query set (SciFact test claims, vectors given), Units of bench/scale_data.py"
         f" bulk-loaded with the same vectors into every system; latency only (no relevance"
