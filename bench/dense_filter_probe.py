@@ -24,6 +24,7 @@ from usearch.index import search as usearch_search
 
 from bench import scale as S
 from bench import scale_data as SD
+from bench.common import evaldir
 from bench.common.data import BASE_SCOPE
 from bench.common.embedcache import open_cache
 from bench.common.paths import CACHE_DIR
@@ -35,9 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--plane", default="text")
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
 
-    queries = SD.ScaleData.load(progress=False).queries()
+    queries = SD.ScaleData.load(args.eval_dir, progress=False).queries()
     queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
     svc, _, _ = S.open_service(args.data, open_cache("scale_pool", CACHE_DIR), "sparse")
     readers = S.add_readers(svc)

@@ -25,6 +25,7 @@ from types import ModuleType
 import numpy as np
 
 from bench import scale_data as SD
+from bench.common import evaldir
 from bench.common.data import filter_scope
 from bench.search_ab import report_pairs
 
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--k", type=int, default=100)
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
 
     from superchargedb.search import sparse_search as new
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ix = SparseIndex(args.data / "lexical")
     ix.load()
     arms = {"old": old.SparseSearcher(ix), "new": new.SparseSearcher(ix)}
-    queries = SD.ScaleData.load(progress=False).queries()
+    queries = SD.ScaleData.load(args.eval_dir, progress=False).queries()
     queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
     qs = []
     for q in queries:

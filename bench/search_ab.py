@@ -31,6 +31,7 @@ import numpy as np
 
 from bench import scale as S
 from bench import scale_data as SD
+from bench.common import evaldir
 from bench.common.embedcache import open_cache
 from bench.common.paths import CACHE_DIR
 
@@ -92,13 +93,14 @@ def main(argv: list[str] | None = None) -> int:
         help="drop each arm's per-predicate caches (masks, candidate sets) before every query:"
         " bench.peers' filtered cells, where each query has its own scope",
     )
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
 
     import superchargedb.search  # noqa: F401  (the package the old modules load into)
 
     tmp = Path(tempfile.mkdtemp(prefix="search-ab-"))
     hybrid_old = load_old(args.old, tmp)
-    queries = SD.ScaleData.load(progress=False).queries()
+    queries = SD.ScaleData.load(args.eval_dir, progress=False).queries()
     queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
     cache = open_cache("scale_pool", CACHE_DIR)
     svc, alice, _ = S.open_service(args.data, cache, "sparse")
