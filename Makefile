@@ -30,7 +30,7 @@ lint: setup
 	$(VENV)/bin/lint-imports
 
 bench: setup
-	$(PY) bench/scifact.py
+	$(PY) -m bench.scifact   # needs SCDB_EVAL_DIR (the evaluation data's folder)
 
 clean:
 	rm -rf $(VENV) $(DATA)

@@ -62,8 +62,7 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
-import quality as Q
-from answers_calib import (
+from bench.answers_calib import (
     NEVER_REFUSE,
     Outcome,
     Replayer,
@@ -72,7 +71,7 @@ from answers_calib import (
     check_replay,
     outcome_of,
 )
-from answers_metrics import (
+from bench.answers_metrics import (
     MAX_EXAMPLES,
     TOP_K,
     failure_summary,
@@ -80,11 +79,12 @@ from answers_metrics import (
     score,
     signal_summary,
 )
-from answers_report import markdown, text_table
-from benchserver import Server, free_port
+from bench.answers_report import markdown, text_table
+from bench.common import env as Q  # git_commit
+from bench.common import evaldir
+from bench.common.server import Server, free_port
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path("/work/shared/eval/xquad-en")
 SCOPE = "acme/alpha/xquad"
 KEY = "aegis_sk_alice"
 INGEST_BATCH = 48
@@ -396,8 +396,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--save-records", type=Path, help="also write every request's outcome as JSON lines"
     )
-    ap.add_argument("--dataset", type=Path, default=DATA, help=argparse.SUPPRESS)
+    ap.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
+    args.dataset = evaldir.dataset_arg(args, "xquad-en")
     if args.calibrate and args.min_score is not None:
         ap.error("--calibrate fits the threshold; do not pass --min-score with it")
     if args.partial and args.local is None:
@@ -408,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     ds = load(args.dataset)
     split = split_articles(ds.articles)
     if args.local is not None:
-        from answers_local import run_local
+        from bench.answers_local import run_local
 
         return run_local(args, ds, split, command)
 

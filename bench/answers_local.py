@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-import answers as A
-from answers_metrics import score
-from answers_report import markdown, metric_table
+from bench import answers as A
+from bench.answers_metrics import score
+from bench.answers_report import markdown, metric_table
 from superchargedb.answer.local_llm import DEFAULT_CONTEXT_WORDS
 
 BUDGET_MS = 300_000  # per request

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from answers_calib import Outcome
+from bench.answers_calib import Outcome
 
 TOP_K = 5  # hits asked for and localized per question
 # Informational metrics (no target): span_f1 (token F1 of the localized span; an extractive

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -25,15 +24,13 @@ from typing import Any
 import onnxruntime  # noqa: F401  (before usearch: the platform's import-order trap)
 from tqdm import tqdm
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO / "bench"))
+from bench.common import evaldir
+from bench.common.env import git_commit
+from superchargedb.answer.localize import Localizer
+from superchargedb.answer.relevance import RELEVANCE_CUT, relevance
+from superchargedb.models.embedder import make_embedder
 
-from answers import DATA  # noqa: E402
-from quality import git_commit  # noqa: E402
-from superchargedb.answer.localize import Localizer  # noqa: E402
-from superchargedb.answer.relevance import RELEVANCE_CUT, relevance  # noqa: E402
-from superchargedb.models.embedder import make_embedder  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 MAX_GOLD_LOSS = 0.005  # citation recall (goal 0.95, local model 0.95) has no room for more
 GRID = [round(-0.05 - 0.01 * i, 2) for i in range(56)]  # -0.05 .. -0.60
@@ -95,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=Path, required=True, help="bench/answers.py --save-records")
     ap.add_argument("--model-records", type=Path, action="append", default=[])
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
+    DATA = evaldir.dataset("xquad-en", args.eval_dir)
 
     loc = Localizer(make_embedder("minilm-int8"))
     texts = corpus_texts(DATA)

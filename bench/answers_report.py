@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from answers_metrics import FAILURE_KINDS, METRIC_DOC, RATE_METRICS, TARGETS, TOP_K
+from bench.answers_metrics import FAILURE_KINDS, METRIC_DOC, RATE_METRICS, TARGETS, TOP_K
 
 SCOPE = "acme/alpha/xquad"
 # -- report ----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from crash_workload import ALICE, Model, State
+from bench.crash_workload import ALICE, Model, State
 
 
 def ro(db: Path) -> sqlite3.Connection:

@@ -9,7 +9,7 @@ time is a failure), restarts it without the crash and runs ``crash_checks``. Poi
 a SIGTERM'd server on its way out; ``worker.after_job`` crashes an external ``superchargedb
 worker``.
 
-    .venv/bin/python bench/crash_points.py [--points 'jobs.*,audit.*'] [--parallel 2]
+    .venv/bin/python -m bench.crash_points [--points 'jobs.*,audit.*'] [--parallel 2]
 
 Writes bench/results/crash_points.json and .md.
 """
@@ -39,11 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import superchargedb  # noqa: F401  (onnxruntime before usearch)
+from bench import crash_checks
+from bench.crash_workload import Model, Work, drive
 from superchargedb import faults
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import crash_checks  # noqa: E402
-from crash_workload import Model, Work, drive  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 CKPT = {"SCDB_CHECKPOINT_EVERY": "4"}  # checkpoints (and outbox GC, compaction) every 4 ops

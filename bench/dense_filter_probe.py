@@ -7,13 +7,12 @@ per query), an exact scan of rows already in memory (USearch's f16 SIMD and an f
 mat-vec), and HNSW with the planner's over-fetch (4 k / selectivity) and smaller ones, with
 recall@k against the exact top k.
 
-    .venv/bin/python bench/dense_filter_probe.py --data /tmp/scale4/scale-1000000 --queries 20
+    .venv/bin/python -m bench.dense_filter_probe --data /tmp/scale4/scale-1000000 --queries 20
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,10 +22,12 @@ import onnxruntime  # noqa: F401  (before usearch, D-101)
 from usearch.index import MetricKind
 from usearch.index import search as usearch_search
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality as Q  # noqa: E402
-import scale as S  # noqa: E402
-import scale_data as SD  # noqa: E402
+from bench import scale as S
+from bench import scale_data as SD
+from bench.common import evaldir
+from bench.common.data import BASE_SCOPE
+from bench.common.embedcache import open_cache
+from bench.common.paths import CACHE_DIR
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,11 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--plane", default="text")
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
 
-    queries = SD.ScaleData.load(progress=False).queries()
+    queries = SD.ScaleData.load(args.eval_dir, progress=False).queries()
     queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
-    svc, _, _ = S.open_service(args.data, Q.open_cache("scale_pool", Q.CACHE_DIR), "sparse")
+    svc, _, _ = S.open_service(args.data, open_cache("scale_pool", CACHE_DIR), "sparse")
     readers = S.add_readers(svc)
     store, lex, k = svc.store, svc.searcher.lexical, args.k
     index = store._ix[args.plane]
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for q in queries:
             who = readers[("10%", (q.bucket // 10) * 10)]
-            key, pred = lex._predicate(plain, [SD.BASE_SCOPE], who, [args.plane])
+            key, pred = lex._predicate(plain, [BASE_SCOPE], who, [args.plane])
             with lex._searcher.ix.rw.read():
                 mask, _ = lex._searcher.mask(key, pred)
             cand = np.flatnonzero(mask).astype(np.uint64)

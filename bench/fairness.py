@@ -16,8 +16,8 @@ Reported per class: the victim's p50/p95 latency unloaded and under the flood, t
 (goal: within 2x), and its statuses (goal: no 503); the flood's own statuses. Writes
 ``<out>/fairness.json`` and ``<out>/fairness.md``.
 
-    .venv/bin/python bench/fairness.py                       # ~3 min
-    .venv/bin/python bench/fairness.py --seconds 5 --baseline-seconds 5   # smoke
+    .venv/bin/python -m bench.fairness                       # ~3 min
+    .venv/bin/python -m bench.fairness --seconds 5 --baseline-seconds 5   # smoke
 """
 
 from __future__ import annotations
@@ -41,9 +41,11 @@ from typing import Any
 import httpx
 import numpy as np
 
-import flood
-import quality as Q
-from benchserver import Server, free_port
+from bench import flood
+from bench.common.env import git_commit
+from bench.common.paths import RESULTS
+from bench.common.report import command, write_report
+from bench.common.server import Server, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 VICTIM_KEY = "aegis_sk_alice"
@@ -207,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-seconds", type=float, default=40.0, help="victim alone")
     ap.add_argument("--stalled", type=int, default=32, help="stalled connections per class")
     ap.add_argument("--back-to-back", type=int, default=32, help="busy connections per class")
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument(
         "--server-env", action="append", default=[], metavar="K=V", help="server setting"
     )
@@ -261,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     rep: dict[str, Any] = {
         "benchmark": "fairness",
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "bench/fairness.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command("fairness", argv if argv is not None else sys.argv[1:]),
         "config": {
             "seconds": args.seconds,
             "baseline_seconds": args.baseline_seconds,
@@ -270,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             "server_env": dict(kv.partition("=")[::2] for kv in args.server_env),
         },
         "environment": {
-            "git_commit": Q.git_commit(),
+            "git_commit": git_commit(),
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
@@ -293,8 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "fairness.json").write_text(json.dumps(rep, indent=1) + "\n")
-    (args.out / "fairness.md").write_text(markdown(rep))
+    write_report(args.out, "fairness", rep, markdown(rep), indent=1)
     for cls in CLASSES:
         print(
             f"{cls:7s} unloaded p50/p95 {base[cls].get('p50_ms')}/{base[cls].get('p95_ms')} ms"

@@ -17,7 +17,7 @@ word-box recall, pages/s), both through ``superchargedb.ingest.derive.derive``.
   Pages/s is wall time (noisy on a shared machine); the engine CPU seconds per page (image
   worker + Tesseract, from ``RUSAGE_CHILDREN``) is the steadier cost figure.
 
-    .venv/bin/python bench/ingest_media.py [--out bench/results] [--limit N] [--asr-model base]
+    .venv/bin/python -m bench.ingest_media [--out bench/results] [--limit N] [--asr-model base]
         [--suites speech,ocr] [--before OLD_OCR_SECTION.json]
 
 A suite left out keeps its previous result in the JSON (each section carries its own date).
@@ -46,7 +46,8 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
-from ocr_score import (
+from bench.common import evaldir
+from bench.ocr_score import (
     CATEGORIES,
     levenshtein,
     norm,
@@ -57,8 +58,9 @@ from ocr_score import (
 from superchargedb.ingest.derive import DerivationError, DeriveOptions, MediaLimits, derive
 from superchargedb.ingest.derive_av import transcribe
 
-SPEECH = Path("/work/shared/eval/speech-pocketsphinx")
-OCR = Path("/work/shared/eval/ocr-rendered-pdf")
+# Folders inside the eval folder (SCDB_EVAL_DIR / --eval-dir).
+SPEECH = "speech-pocketsphinx"
+OCR = "ocr-rendered-pdf"
 ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
 ONES += "fifteen sixteen seventeen eighteen nineteen"
 TENS = ["_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
@@ -81,13 +83,13 @@ def normalize_words(text: str) -> list[str]:
     return text.split()
 
 
-def bench_speech(opts: DeriveOptions, limit: int | None) -> dict[str, Any]:
-    rows = list(csv.DictReader((SPEECH / "transcripts.tsv").open(), delimiter="\t"))[:limit]
+def bench_speech(opts: DeriveOptions, limit: int | None, data: Path) -> dict[str, Any]:
+    rows = list(csv.DictReader((data / "transcripts.tsv").open(), delimiter="\t"))[:limit]
     edits = ref_words = 0
     audio_s = wall_s = asr_s = 0.0
     files = []
     for row in rows:
-        wav = SPEECH / row["audio"]
+        wav = data / row["audio"]
         t0 = time.perf_counter()
         units = derive(wav, "audio/wav", "utterance", options=opts)
         wall = time.perf_counter() - t0
@@ -117,7 +119,7 @@ def bench_speech(opts: DeriveOptions, limit: int | None) -> dict[str, Any]:
             out.setsampwidth(2)
             out.setframerate(16000)
             for row in rows:
-                with wave.open(str(SPEECH / row["audio"])) as w:
+                with wave.open(str(data / row["audio"])) as w:
                     out.writeframes(w.readframes(w.getnframes()) + b"\0\0" * 16000)
             track_s = out.getnframes() / 16000
         long = transcribe(track, limits=MediaLimits(), options=opts)
@@ -151,8 +153,8 @@ def ratio(a: float, b: float) -> float:
     return round(a / max(1, b), 4)
 
 
-def bench_ocr(opts: DeriveOptions, limit: int | None) -> dict[str, Any]:
-    pages = sorted((OCR / "pages").glob("*.png"))[:limit]
+def bench_ocr(opts: DeriveOptions, limit: int | None, data: Path) -> dict[str, Any]:
+    pages = sorted((data / "pages").glob("*.png"))[:limit]
     tot: Counter[str] = Counter()
     ver: Counter[str] = Counter()  # suspect ground-truth words left out
     v1_errors = v1_chars = raw_edits = raw_chars = 0
@@ -166,7 +168,7 @@ def bench_ocr(opts: DeriveOptions, limit: int | None) -> dict[str, Any]:
         except DerivationError:  # a page without any text
             units = []
         wall, cpu = wall + time.perf_counter() - t0, cpu + child_cpu_s() - c0
-        gt_text, gt_boxes = read_gt_words(OCR / "gt" / f"{stem}.words.tsv")
+        gt_text, gt_boxes = read_gt_words(data / "gt" / f"{stem}.words.tsv")
         gt_boxes = gt_boxes.reshape(-1, 4)
         ocr_w = [w for u in units for w in u.meta["words"]]
         ocr_text = [str(w[0]) for w in ocr_w]
@@ -176,7 +178,7 @@ def bench_ocr(opts: DeriveOptions, limit: int | None) -> dict[str, Any]:
         sc, bad = score_page(gt_text, gt_boxes, ocr_text, ocr_boxes)
         sv, _ = score_page(gt_text, gt_boxes, ocr_text, ocr_boxes, skip=set(suspect))
         v1 = score_page_v1(gt_text, gt_boxes, ocr_text, ocr_boxes)
-        ref = norm((OCR / "gt" / f"{stem}.txt").read_text())
+        ref = norm((data / "gt" / f"{stem}.txt").read_text())
         hyp = norm(" ".join(u.text for u in units))
         e = levenshtein(ref, hyp)
         raw_edits, raw_chars = raw_edits + e, raw_chars + len(ref)
@@ -350,6 +352,7 @@ def main() -> None:
         "--suites", default="speech,ocr", help="comma-separated: speech, ocr (none: report only)"
     )
     ap.add_argument("--before", type=Path, help="an OCR section (JSON) of the previous pipeline")
+    evaldir.add_argument(ap)
     args = ap.parse_args()
     suites = set(args.suites.split(","))
     opts = DeriveOptions(asr_model=args.asr_model, threads=args.threads)
@@ -367,11 +370,13 @@ def main() -> None:
         asr_model=args.asr_model,
     )
     if "speech" in suites:
-        print(f"speech ({SPEECH.name}, Whisper {args.asr_model}, {args.threads} thread(s)):")
-        result["speech"] = {"when": when, **bench_speech(opts, args.limit)}
+        data = evaldir.dataset(SPEECH, args.eval_dir)
+        print(f"speech ({SPEECH}, Whisper {args.asr_model}, {args.threads} thread(s)):")
+        result["speech"] = {"when": when, **bench_speech(opts, args.limit, data)}
     if "ocr" in suites:
-        print(f"OCR ({OCR.name}, Tesseract, {args.threads} thread(s)):")
-        result["ocr"] = {"when": when, **bench_ocr(opts, args.limit)}
+        data = evaldir.dataset(OCR, args.eval_dir)
+        print(f"OCR ({OCR}, Tesseract, {args.threads} thread(s)):")
+        result["ocr"] = {"when": when, **bench_ocr(opts, args.limit, data)}
     speech, ocr = result.get("speech"), result.get("ocr")
     before = json.loads(args.before.read_text()) if args.before else result.get("ocr_before")
     if before:
@@ -392,7 +397,7 @@ def main() -> None:
     if ocr:
         md += ocr_markdown(ocr, before)
     md += "\nCER is defined in docs/media.md (OCR quality) and bench/ocr_score.py.\n"
-    md += "\nCommand: `.venv/bin/python bench/ingest_media.py [--suites ocr]`\n"
+    md += "\nCommand: `.venv/bin/python -m bench.ingest_media [--suites ocr]`\n"
     (args.out / "ingest_media.md").write_text(md)
 
 

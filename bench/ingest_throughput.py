@@ -12,8 +12,8 @@ share of the embedding bound the API keeps (goal >= 0.8).
 ``--breakdown`` also ingests one batch in-process (live model) and times its phases (chunking,
 embedding, the write transaction, the index apply), to show where the rest goes.
 
-    .venv/bin/python bench/ingest_throughput.py --rounds 4
-    .venv/bin/python bench/ingest_throughput.py --rounds 2 --batch 16 --out /tmp/x   # smoke
+    .venv/bin/python -m bench.ingest_throughput --rounds 4
+    .venv/bin/python -m bench.ingest_throughput --rounds 2 --batch 16 --out /tmp/x   # smoke
 
 Writes ``<out>/ingest_throughput.json`` and ``ingest_throughput.md``.
 """
@@ -33,9 +33,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality as Q  # noqa: E402
-from benchserver import Server, free_port  # noqa: E402
+from bench.common import evaldir
+from bench.common.data import doc_scope, load_dataset, unit_text
+from bench.common.embedcache import live_embedder
+from bench.common.env import environment
+from bench.common.evaldir import shown
+from bench.common.paths import RESULTS
+from bench.common.report import command, write_report
+from bench.common.server import Server, free_port
+from bench.common.service import PRINCIPAL_KEY, make_service
 
 
 def unit_texts(text: str, emb: Any, settings: Any) -> list[str]:
@@ -69,7 +75,7 @@ def breakdown(corpus: dict[str, Any], ids: list[str]) -> dict[str, float]:
     """One batch in-process with the live model, phases timed by wrapping the Ingestor's."""
     from superchargedb.ingest import pipeline
 
-    live = Q.live_embedder()
+    live = live_embedder()
     tmp = Path(tempfile.mkdtemp(prefix="scdb-ingest-bd-"))
     times: dict[str, float] = {}
 
@@ -84,7 +90,7 @@ def breakdown(corpus: dict[str, Any], ids: list[str]) -> dict[str, float]:
         return run
 
     try:
-        svc, alice = Q.make_service(tmp / "data", live)
+        svc, alice = make_service(tmp / "data", live)
         try:
             ing = svc.ingestor
             emb = svc.embedder
@@ -93,9 +99,7 @@ def breakdown(corpus: dict[str, Any], ids: list[str]) -> dict[str, float]:
             emb.embed = timed("embed", emb.embed)  # type: ignore[method-assign]
             ing._write = timed("write (SQL, FTS, audit)", ing._write)  # type: ignore[method-assign]
             svc.sync.apply_pending = timed("apply (vector index)", svc.sync.apply_pending)  # type: ignore[method-assign]
-            docs = [
-                {"text": Q.unit_text(corpus[d]), "doc_id": d, "scope": Q.doc_scope(d)} for d in ids
-            ]
+            docs = [{"text": unit_text(corpus[d]), "doc_id": d, "scope": doc_scope(d)} for d in ids]
             t0 = time.perf_counter()
             svc.ingest(alice, {"units": docs})
             total = time.perf_counter() - t0
@@ -117,13 +121,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from superchargedb.settings import Settings
 
-    corpus, _, _ = Q.load_dataset(args.dataset, "test")
+    corpus, _, _ = load_dataset(args.dataset, "test")
     ids = sorted(corpus)[args.offset : args.offset + args.rounds * args.batch]
     batches = [ids[i : i + args.batch] for i in range(0, len(ids), args.batch)]
     settings = Settings()
-    raw = Q.live_embedder()  # the same Settings -> the same session options as the server
+    raw = live_embedder()  # the same Settings -> the same session options as the server
     raw.embed(["warm-up"])
-    env = Q.environment()
+    env = environment()
     data = Path(tempfile.mkdtemp(prefix="scdb-ingest-tp-"))
     server_env = {
         **os.environ,
@@ -136,7 +140,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rounds: list[dict[str, Any]] = []
     try:
         server.start()
-        headers = {"Authorization": f"Bearer {Q.PRINCIPAL_KEY}"}
+        headers = {"Authorization": f"Bearer {PRINCIPAL_KEY}"}
         with httpx.Client(base_url=server.url, headers=headers, timeout=3600) as client:
             # Warm-up: the server's first request loads lazily initialised parts.
             client.post(
@@ -144,7 +148,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ).raise_for_status()
             for r, batch in enumerate(tqdm(batches, desc="rounds", file=sys.stderr)):
                 docs = [
-                    {"text": Q.unit_text(corpus[d]), "doc_id": d, "scope": Q.doc_scope(d)}
+                    {"text": unit_text(corpus[d]), "doc_id": d, "scope": doc_scope(d)}
                     for d in batch
                 ]
                 texts = [t for d in docs for t in unit_texts(d["text"], raw, settings)]
@@ -174,10 +178,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "benchmark": "ingest_throughput",
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "bench/ingest_throughput.py " + " ".join(args.argv),
-        "environment": {**env, "loadavg_end": Q.environment()["loadavg"]},
+        "command": command("ingest_throughput", args.argv),
+        "environment": {**env, "loadavg_end": environment()["loadavg"]},
         "config": {
-            "dataset": str(args.dataset),
+            "dataset": shown(args.dataset),
             "docs_per_request": args.batch,
             "rounds": len(rounds),
             "model": raw.model_id,
@@ -260,19 +264,20 @@ def markdown(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--dataset", type=Path, default=Q.EVAL_DIR / "scifact")
+    ap.add_argument("--dataset", type=Path, help="default: scifact/ of --eval-dir")
+    evaldir.add_argument(ap)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--batch", type=int, default=64, help="documents per ingest request")
     ap.add_argument("--offset", type=int, default=0, help="first document (sorted ids)")
     ap.add_argument("--breakdown", action="store_true", help="time one batch's phases")
-    ap.add_argument("--out", type=Path, default=Q.REPO / "bench" / "results")
+    ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
+    args.dataset = evaldir.dataset_arg(args, "scifact")
     args.argv = argv if argv is not None else sys.argv[1:]
     args.out.mkdir(parents=True, exist_ok=True)
     report = run(args)
-    (args.out / "ingest_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
     md = markdown(report)
-    (args.out / "ingest_throughput.md").write_text(md)
+    write_report(args.out, "ingest_throughput", report, md)
     print(md)
     return 0
 

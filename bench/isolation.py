@@ -7,8 +7,8 @@ principals, Units, objects, jobs, generated requests, HTTP requests made, reads 
 re-permissions, checks, and whether any leak was found (a failure prints the falsifying world).
 Optionally the mutation checks too (``--mutations``: each injected bug must be caught).
 
-    .venv/bin/python bench/isolation.py --worlds 1000
-    .venv/bin/python bench/isolation.py --worlds 100 --mutations
+    .venv/bin/python -m bench.isolation --worlds 1000
+    .venv/bin/python -m bench.isolation --worlds 100 --mutations
 
 Writes ``<out>/isolation.json`` and ``isolation.md``.
 """
@@ -26,9 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-import quality as Q  # noqa: E402  (bench helpers: the run's environment)
+from bench.common.env import environment
+from bench.common.paths import REPO as ROOT
+from bench.common.report import command, write_report
 
 TEST = "tests/test_isolation_property.py"
 
@@ -102,10 +102,10 @@ def main() -> None:
             args.append(f"--hypothesis-seed={a.seed}")
         rc, out, secs = run_pytest(args, env, Path(tmp) / "bt")
         stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
-        env = Q.environment()
+        env = environment()
         rep: dict[str, Any] = {
             "generated": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": "bench/isolation.py " + " ".join(sys.argv[1:]),
+            "command": command("isolation", sys.argv[1:]),
             "commit": env["git_commit"],
             "cpus": env["cpus"],
             "python": env["python"],
@@ -121,8 +121,7 @@ def main() -> None:
             mut = [f"{TEST}::test_mutations_are_caught"]
             mrc, _, msecs = run_pytest(mut, env2, Path(tmp) / "m")
             rep["mutations"] = {"passed": mrc == 0, "seconds": round(msecs, 1)}
-    (a.out / "isolation.json").write_text(json.dumps(rep, indent=2) + "\n")
-    (a.out / "isolation.md").write_text(markdown(rep))
+    write_report(a.out, "isolation", rep, markdown(rep))
     print(f"\nworlds {stats.get('worlds', 0)}, passed {rep['passed']}: {a.out / 'isolation.md'}")
     sys.exit(0 if rep["passed"] else 1)
 

@@ -8,7 +8,7 @@ order alternating per query, under a 100 % / 10 % / 1 % scope mask. Reports wall
 p50/p95 per arm and the paired ratio; every query's new top-k is also compared with
 ``topk(exhaustive=True)`` (all postings scored, no pruning): any difference is an error.
 
-    .venv/bin/python bench/lexical_ab.py --data /tmp/scale4/scale-1000000 --old main
+    .venv/bin/python -m bench.lexical_ab --data /tmp/scale4/scale-1000000 --old main
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from types import ModuleType
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality as Q  # noqa: E402
-import scale_data as SD  # noqa: E402
-from search_ab import report_pairs  # noqa: E402
+from bench import scale_data as SD
+from bench.common import evaldir
+from bench.common.data import filter_scope
+from bench.search_ab import report_pairs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--k", type=int, default=100)
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
 
     from superchargedb.query_terms import query_terms
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ix = SparseIndex(args.data / "lexical")
     ix.load()
     arms = {"old": old.SparseSearcher(ix), "new": new.SparseSearcher(ix)}
-    queries = SD.ScaleData.load(progress=False).queries()
+    queries = SD.ScaleData.load(args.eval_dir, progress=False).queries()
     queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
     qs = []
     for q in queries:
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     def mask_for(level: str, bucket: int) -> tuple[np.ndarray, bool]:
         if level == "100%":
             return ix.live.copy(), True
-        pre = Q.filter_scope(level, bucket)
+        pre = filter_scope(level, bucket)
         ok = [s[0] == pre or s[0].startswith(pre + "/") for s in ix.sigs]
         return np.append(np.array(ok, bool), False).take(ix.sig) & ix.live, False
 

@@ -11,7 +11,7 @@ tokenizer-only embedder (named ``lexical-only-placeholder``): embedding SciFact'
 2 loaded cores would take hours and change nothing here. Dense and hybrid quality are
 bench/quality.py's job.
 
-    .venv/bin/python bench/lexical_quality.py --dataset $SCDB_EVAL_DIR/scifact
+    .venv/bin/python -m bench.lexical_quality    # scifact of $SCDB_EVAL_DIR
 
 Writes ``<out>/lexical_quality.json`` and ``.md``.
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import shutil
 import sys
 import tempfile
@@ -32,8 +31,13 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality as Q  # noqa: E402
+from bench.common import evaldir
+from bench.common.data import BASE_SCOPE, load_dataset, select
+from bench.common.env import environment
+from bench.common.paths import RESULTS
+from bench.common.report import command, write_report
+from bench.common.service import QUALITY_TOP_K, ingest_docs, make_service
+from bench.common.stats import pct, score
 
 BACKENDS = ("fts5", "sparse")
 
@@ -67,8 +71,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from superchargedb.evaluation import aggregate_docs
 
     name = args.dataset.resolve().name
-    corpus, queries, qrels = Q.load_dataset(args.dataset, args.split)
-    docs, qids = Q.select(corpus, queries, qrels, args.limit_docs, args.limit_queries)
+    corpus, queries, qrels = load_dataset(args.dataset, args.split)
+    docs, qids = select(corpus, queries, qrels, args.limit_docs, args.limit_queries)
     tmp = Path(tempfile.mkdtemp(prefix="scdb-lexq-"))
     emb = placeholder_embedder()
     out: dict[str, Any] = {}
@@ -76,27 +80,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         for backend in BACKENDS:
             t0 = time.perf_counter()
-            svc, alice = Q.make_service(tmp / "data", emb, lexical_backend=backend)
+            svc, alice = make_service(tmp / "data", emb, lexical_backend=backend)
             start_s = time.perf_counter() - t0
             try:
                 if backend == BACKENDS[0]:
                     with tqdm(total=len(docs), desc="ingest", unit="doc", file=sys.stderr) as bar:
-                        ing = Q.ingest_docs(svc, alice, corpus, docs, bar.update)
+                        ing = ingest_docs(svc, alice, corpus, docs, bar.update)
                 ranked: dict[str, list[str]] = {}
                 raw: dict[str, list[int]] = {}
                 lat: list[float] = []
                 for qid in tqdm(qids, desc=f"lexical {backend}", unit="q", file=sys.stderr):
-                    body = {"q": queries[qid], "top_k": Q.QUALITY_TOP_K, "mode": "lexical"}
+                    body = {"q": queries[qid], "top_k": QUALITY_TOP_K, "mode": "lexical"}
                     t1 = time.perf_counter()
-                    res = svc.search(alice, body, query_scope=Q.BASE_SCOPE)
+                    res = svc.search(alice, body, query_scope=BASE_SCOPE)
                     lat.append((time.perf_counter() - t1) * 1000)
                     ranked[qid] = aggregate_docs(res["hits"])
                     raw[qid] = [h["unit_id"] for h in res["hits"]]
                     stage = next(s for s in res["trace"]["stages"] if s["stage"] == "d1_fts")
                 rankings[backend] = raw
                 out[backend] = {
-                    **Q.score(ranked, qrels),
-                    "latency_ms": Q.pct(lat),
+                    **score(ranked, qrels),
+                    "latency_ms": pct(lat),
                     "service_start_s": round(start_s, 2),
                     "trace_detail_last": stage.get("detail"),
                 }
@@ -108,9 +112,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "benchmark": "lexical_quality",
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "bench/lexical_quality.py " + " ".join(args.argv),
+        "command": command("lexical_quality", args.argv),
         "dataset": {"name": name, "docs": len(docs), "units": ing["units"], "queries": len(qids)},
-        "environment": Q.environment(),
+        "environment": environment(),
         "backends": out,
         "identical_rankings": same,
         "ndcg_delta": round(out["sparse"]["ndcg@10"] - out["fts5"]["ndcg@10"], 4),
@@ -126,7 +130,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"`{r['environment']['git_commit']}`, load {r['environment']['loadavg']}).",
         "",
         f"{ds['docs']} documents as {ds['units']} Units (real ingest path and chunking), "
-        f"{ds['queries']} queries, top_k = {Q.QUALITY_TOP_K}, chunk hits aggregated to documents."
+        f"{ds['queries']} queries, top_k = {QUALITY_TOP_K}, chunk hits aggregated to documents."
         " The sparse run restarted the same data dir, so its index was rebuilt from the catalog.",
         "",
         "| backend | nDCG@10 | Recall@100 | MRR@10 | p50 / p95 ms (in-process, top_k 1000) |",
@@ -140,7 +144,7 @@ def markdown(r: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"Identical top-{Q.QUALITY_TOP_K} Unit rankings: {r['identical_rankings']} of "
+        f"Identical top-{QUALITY_TOP_K} Unit rankings: {r['identical_rankings']} of "
         f"{ds['queries']} queries; nDCG@10 difference {r['ndcg_delta']:+.4f}.",
     ]
     return "\n".join(lines) + "\n"
@@ -148,18 +152,19 @@ def markdown(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--dataset", type=Path, default=Q.EVAL_DIR / "scifact")
+    ap.add_argument("--dataset", type=Path, help="default: scifact/ of --eval-dir")
+    evaldir.add_argument(ap)
     ap.add_argument("--split", default="test")
     ap.add_argument("--limit-docs", type=int)
     ap.add_argument("--limit-queries", type=int)
-    ap.add_argument("--out", type=Path, default=Q.REPO / "bench" / "results")
+    ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
+    args.dataset = evaldir.dataset_arg(args, "scifact")
     args.argv = argv if argv is not None else sys.argv[1:]
     report = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "lexical_quality.json").write_text(json.dumps(report, indent=2) + "\n")
     md = markdown(report)
-    (args.out / "lexical_quality.md").write_text(md)
+    write_report(args.out, "lexical_quality", report, md)
     print(md)
     return 0
 

@@ -18,8 +18,8 @@ search (D-13, D-44: the acknowledgement follows the commit and the in-memory ind
 
 Writes ``<out>/load.json``, ``<out>/load.md`` and ``<out>/load.png``.
 
-    .venv/bin/python bench/load.py                                  # ~15 min
-    .venv/bin/python bench/load.py --levels 1,8 --level-seconds 5 --overload-seconds 15
+    .venv/bin/python -m bench.load                                  # ~15 min
+    .venv/bin/python -m bench.load --levels 1,8 --level-seconds 5 --overload-seconds 15
 """
 
 from __future__ import annotations
@@ -46,10 +46,13 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
-import quality as Q
-from benchserver import Server, free_port
-from loadcheck import ConsistencyChecker
-from loadmem import (
+from bench.common import evaldir
+from bench.common.env import git_commit
+from bench.common.paths import RESULTS
+from bench.common.report import command, write_report
+from bench.common.server import Server, free_port
+from bench.loadcheck import ConsistencyChecker
+from bench.loadmem import (
     memlog_rows,
     memlog_window,
     memory_verdict,
@@ -60,7 +63,6 @@ from loadmem import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path("/work/shared/eval/scifact")
 SCOPE = "acme/alpha/load"
 GROUP = "eng-backend"
 ADMIN_KEY = "aegis_sk_alice"
@@ -644,9 +646,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--server-env", action="append", default=[], help="KEY=VALUE for the server (repeatable)"
     )
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
-    ap.add_argument("--dataset", type=Path, default=DATA, help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
+    args.dataset = evaldir.dataset_arg(args, "scifact")
 
     def stop(signum: int, _frame: Any) -> None:  # run the finally below: stop the server
         raise SystemExit(128 + signum)
@@ -684,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
     rep: dict[str, Any] = {
         "benchmark": "load",
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "bench/load.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command("load", argv if argv is not None else sys.argv[1:]),
         "config": {
             "levels": [int(x) for x in args.levels.split(",")],
             "level_seconds": args.level_seconds,
@@ -702,7 +706,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         },
         "environment": {
-            "git_commit": Q.git_commit(),
+            "git_commit": git_commit(),
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
@@ -730,8 +734,7 @@ def main(argv: list[str] | None = None) -> int:
     note = plot(rep, args.out / "load.png")
     if note:
         rep["plot"] = note
-    (args.out / "load.json").write_text(json.dumps(rep, indent=1) + "\n")
-    (args.out / "load.md").write_text(markdown(rep))
+    write_report(args.out, "load", rep, markdown(rep), indent=1)
     print(level_rows(rows))
     print(json.dumps(rep["overload"]["memory"]))
     print(json.dumps({k: v for k, v in rep["consistency"].items() if k != "violations"}))

@@ -14,9 +14,9 @@ Each size runs in its own subprocess (so its RSS is its own):
 4. The lexical leg alone again with ``SCDB_LEXICAL_BACKEND=fts5`` (FTS5 with the ACL tokens pushed
    into the MATCH, D-24) on the same dir, for the comparison (fewer queries at 1M).
 
-    .venv/bin/python bench/scale.py                       # 10k, 100k, 1M (~1 h here)
-    .venv/bin/python bench/scale.py --sizes 10000,100000 --queries 100
-    .venv/bin/python bench/scale.py --sizes 1000000 --data-root /tmp/scale --keep   # reuse
+    .venv/bin/python -m bench.scale                       # 10k, 100k, 1M (~1 h here)
+    .venv/bin/python -m bench.scale --sizes 10000,100000 --queries 100
+    .venv/bin/python -m bench.scale --sizes 1000000 --data-root /tmp/scale --keep   # reuse
 
 Writes ``<out>/scale.json``, ``scale.md``, ``scale_latency.png``, ``scale_memory.png``.
 """
@@ -37,9 +37,17 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality as Q  # noqa: E402
-import scale_data as SD  # noqa: E402
+from bench import scale_data as SD
+from bench.common import evaldir
+from bench.common.data import BASE_SCOPE
+from bench.common.embedcache import live_embedder, make_caching_embedder, open_cache
+from bench.common.env import environment
+from bench.common.paths import CACHE_DIR, RESULTS
+from bench.common.plotting import pyplot
+from bench.common.proc import child_env, module_cmd
+from bench.common.report import command, write_report
+from bench.common.service import make_service
+from bench.common.stats import pct
 
 MODES = ("lexical", "dense", "hybrid")
 LEVELS = (("scope", "100%"), ("scope", "10%"), ("scope", "1%"), ("acl", "10%"), ("acl", "1%"))
@@ -101,8 +109,8 @@ def add_readers(svc: Any) -> dict[tuple[str, int], Any]:
 
 def open_service(data: Path, cache: Any, backend: str) -> tuple[Any, Any, float]:
     t0 = time.perf_counter()
-    svc, alice = Q.make_service(
-        data, Q.make_caching_embedder(cache, allow_live=False), lexical_backend=backend
+    svc, alice = make_service(
+        data, make_caching_embedder(cache, allow_live=False), lexical_backend=backend
     )
     return svc, alice, time.perf_counter() - t0
 
@@ -132,7 +140,7 @@ def run_cells(
                     who, scope = alice, q.scope(level)
                 else:
                     b = q.bucket if level == "1%" else (q.bucket // 10) * 10
-                    who, scope = readers[(level, b)], SD.BASE_SCOPE
+                    who, scope = readers[(level, b)], BASE_SCOPE
                 for mode in modes:
                     key = f"{mode}/{kind}/{level}"
                     t0, c0 = time.perf_counter(), time.process_time()
@@ -154,10 +162,10 @@ def run_cells(
     cells: dict[str, Any] = {}
     for key, w in walls.items():
         cells[key] = {
-            "ms": Q.pct(w),
+            "ms": pct(w),
             # CPU time of this process per search (embedding lookup included, ~0): what a quiet
             # machine would see as wall time; the wall time above includes waiting for a core.
-            "cpu_ms": Q.pct(cpus[key]),
+            "cpu_ms": pct(cpus[key]),
             "stages_p50": {k: round(float(np.median(v)), 3) for k, v in stages[key].items()},
             "mean_hits": round(float(np.mean(hits[key])), 2),
             "lexical_backend": sorted(backends.get(key, set())),
@@ -175,9 +183,9 @@ def child(args: argparse.Namespace) -> int:
     data = args.data_root / f"scale-{n}"
     done_marker = data / "IMPORTED.json"
     data_obj = SD.ScaleData.load(
-        progress=False, max_docs=args.max_docs, max_queries=args.max_queries
+        args.eval_dir, progress=False, max_docs=args.max_docs, max_queries=args.max_queries
     )
-    cache = Q.open_cache("scale_pool", Q.CACHE_DIR)
+    cache = open_cache("scale_pool", CACHE_DIR)
     queries = data_obj.queries()
     step = max(1, len(queries) // args.queries)
     queries = queries[::step][: args.queries]
@@ -243,25 +251,24 @@ def child(args: argparse.Namespace) -> int:
 
 
 def live_query_embedding(texts: list[str]) -> dict[str, Any] | None:
-    emb = Q.live_embedder()
+    emb = live_embedder()
     emb.embed(["warm-up"])
     ms = []
     for t in texts:
         t0 = time.perf_counter()
         emb.embed([t])
         ms.append((time.perf_counter() - t0) * 1000)
-    return Q.pct(ms)
+    return pct(ms)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     # Embeds the pool once (cached) before any child needs it.
-    SD.ScaleData.load(max_docs=args.max_docs, max_queries=args.max_queries)
+    SD.ScaleData.load(args.eval_dir, max_docs=args.max_docs, max_queries=args.max_queries)
     sizes: list[dict[str, Any]] = []
     for n in args.sizes:
         fts5_q = args.fts5_queries if n < 1_000_000 else min(args.fts5_queries, 40)
-        cmd = [
-            sys.executable,
-            __file__,
+        cmd = module_cmd(
+            "scale",
             "--child",
             str(n),
             "--queries",
@@ -272,16 +279,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             str(args.data_root),
             "--out",
             str(args.out),
-        ]
+            "--eval-dir",
+            str(args.eval_dir),
+        )
         for flag in ("max_docs", "max_queries"):
             if getattr(args, flag) is not None:
                 cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
         cmd += ["--keep"] if args.keep else []
         cmd += ["--profile"] if args.profile and n == max(args.sizes) else []
         t0 = time.perf_counter()
-        env0 = Q.environment()
+        env0 = environment()
         started = datetime.now(UTC).isoformat(timespec="seconds")
-        proc = subprocess.run(cmd, check=False)
+        proc = subprocess.run(cmd, check=False, env=child_env())
         if proc.returncode != 0:
             raise SystemExit(f"size {n} failed with exit code {proc.returncode}")
         child_rep = json.loads((args.out / f"scale_child_{n}.json").read_text())
@@ -289,12 +298,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         child_rep["child_wall_s"] = round(time.perf_counter() - t0, 1)
         # Each size records its own run, so sizes merged from separate runs (--merge) stay honest.
         child_rep["run"] = {
-            "command": "bench/scale.py " + " ".join(args.argv),
+            "command": command("scale", args.argv),
             "git_commit": env0["git_commit"],
             "started_at": started,
             "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "loadavg_start": env0["loadavg"],
-            "loadavg_end": Q.environment()["loadavg"],
+            "loadavg_end": environment()["loadavg"],
         }
         sizes.append(child_rep)
     if args.merge and (args.out / "scale.json").exists():
@@ -304,14 +313,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     qtexts = [
         q.text
         for q in SD.ScaleData.load(
-            progress=False, max_docs=args.max_docs, max_queries=args.max_queries
+            args.eval_dir, progress=False, max_docs=args.max_docs, max_queries=args.max_queries
         ).queries()
     ][:50]
     return {
         "benchmark": "scale",
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "bench/scale.py " + " ".join(args.argv),
-        "environment": Q.environment(),
+        "command": command("scale", args.argv),
+        "environment": environment(),
         "config": {
             "top_k": 10,
             "leg_depth": 100,
@@ -429,11 +438,9 @@ def markdown(r: dict[str, Any]) -> str:
 
 
 def plots(r: dict[str, Any], out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
+    if plt is None:  # the bench extra is not installed: the report goes without plots
+        return []
     sizes = [s["units"] for s in r["sizes"]]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5), sharey=True)
     for ax, mode in zip(axes, MODES, strict=True):
@@ -488,7 +495,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--queries", type=int, default=200, help="queries per cell")
     ap.add_argument("--fts5-queries", type=int, default=100, help="0 skips the FTS5 run")
-    ap.add_argument("--out", type=Path, default=Q.REPO / "bench" / "results")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    evaldir.add_argument(ap)
     ap.add_argument("--data-root", type=Path, default=Path(tempfile.gettempdir()) / "scdb-scale")
     ap.add_argument("--keep", action="store_true", help="keep (and reuse) the data dirs")
     ap.add_argument("--profile", action="store_true", help="pyinstrument at the largest size")
@@ -500,15 +508,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.argv = argv if argv is not None else sys.argv[1:]
+    args.eval_dir = evaldir.eval_dir(args.eval_dir)  # stops here, naming SCDB_EVAL_DIR, if unset
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("SCDB_AUDIT_KEY", "22" * 32)
     if args.child:
         return child(args)
     report = run(args)
     report["plots"] = plots(report, args.out)
-    (args.out / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
     md = markdown(report)
-    (args.out / "scale.md").write_text(md)
+    write_report(args.out, "scale", report, md)
     print(md)
     return 0
 

@@ -1,9 +1,9 @@
 """Deterministic synthetic-but-real scale data: N Units and a query set, for 10k to 1M benchmarks.
 
-* **Text** comes from the real corpora under ``$SCDB_EVAL_DIR`` (SciFact abstracts, Cranfield,
-  ADI, XQuAD paragraphs): each Unit is a window of 2-6 consecutive sentences of one source
-  document, sometimes led by its title and sometimes followed by one sentence of another document,
-  so term statistics and document lengths are those of real text.
+* **Text** comes from the real corpora of the eval folder (``SCDB_EVAL_DIR``: SciFact abstracts,
+  Cranfield, ADI, XQuAD paragraphs): each Unit is a window of 2-6 consecutive sentences of one
+  source document, sometimes led by its title and sometimes followed by one sentence of another
+  document, so term statistics and document lengths are those of real text.
 * **Vectors** come from a pool of real embeddings: every source document (its title and first
   sentences, up to 400 characters) is embedded once with our default model and cached under
   ``bench/results/cache/scale_pool.npz`` (git-ignored). A Unit's vector is its source document's
@@ -12,19 +12,19 @@
   does, never exact duplicates.
 * **Scopes and groups** give filters of 100 %, 10 % and 1 % selectivity: a Unit's scope is
   ``acme/alpha/bench/t<b//10>/u<b>`` for a stable bucket ``b`` of its ``doc_id`` (the scheme of
-  bench/quality.py and bench/peers.py), and its one ACL group ``bench-g<g>`` uses an independent
-  bucket ``g``. A query scoped to ``.../t3`` sees ~10 % of the Units, ``.../t3/u35`` ~1 %; a
-  principal in 10 of the 100 groups (and not the owner) reads ~10 %.
+  bench/common/data.py), and its one ACL group ``bench-g<g>`` uses an independent bucket ``g``. A
+  query scoped to ``.../t3`` sees ~10 % of the Units, ``.../t3/u35`` ~1 %; a principal in 10 of
+  the 100 groups (and not the owner) reads ~10 %.
 * **Queries** are real: SciFact test claims, Cranfield and ADI queries, XQuAD questions, with
   their real embeddings (cached the same way) and a filter bucket each.
 
 Unit ``i`` depends only on ``(seed, i)`` (generated in fixed blocks of 10,000), so the 10k set is a
 prefix of the 100k set, which is a prefix of the 1M set, whatever the batch size.
 
-    .venv/bin/python bench/scale_data.py --n 100000 --out /tmp/scale100k   # units.jsonl,
+    .venv/bin/python -m bench.scale_data --n 100000 --out /tmp/scale100k   # units.jsonl,
         vectors.npy, queries.jsonl, query_vectors.npy  (then: superchargedb import ...)
 
-Library use (bench/scale.py, bench/peers.py)::
+Library use (bench.scale, bench.peers)::
 
     data = ScaleData.load()                 # embeds the pool once, then reads the cache
     for records, vectors in data.batches(n, batch=50_000): ...
@@ -45,15 +45,16 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality as Q  # noqa: E402  (bench helpers: embedding cache, scopes)
+from bench.common import evaldir
+from bench.common.data import bucket, doc_scope, filter_scope
+from bench.common.embedcache import live_embedder, open_cache
+from bench.common.paths import CACHE_DIR
 
 BLOCK = 10_000  # units per independently seeded block
 DEFAULT_SEED = 20240607
 NOISE_SIGMA = 0.026  # per dimension: ||noise|| ~ 0.5, cosine to the source ~ 0.89
 MIX = 0.3  # weight of the borrowed sentence's document in the vector
 OWNER = "alice"  # the demo principal granted acme/alpha; bench principals read by group
-BASE_SCOPE = Q.BASE_SCOPE
 SOURCES = ("scifact", "classic-cranfield", "classic-adi", "xquad-en")
 FILTERS = ("100%", "10%", "1%")
 POOL_CHARS = 400
@@ -69,14 +70,14 @@ class ScaleQuery:
     bucket: int  # 0..99: picks the 10 % and 1 % filter (scope and groups)
 
     def scope(self, level: str) -> str:
-        return Q.filter_scope(level, self.bucket)
+        return filter_scope(level, self.bucket)
 
     def groups(self, level: str) -> list[str]:
         return acl_groups_for(level, self.bucket)
 
 
 def scope_bucket(doc_id: str) -> int:
-    return Q.bucket(doc_id)
+    return bucket(doc_id)
 
 
 def group_bucket(doc_id: str) -> int:
@@ -132,14 +133,16 @@ class ScaleData:
     @classmethod
     def load(
         cls,
-        eval_dir: Path = Q.EVAL_DIR,
-        cache_dir: Path = Q.CACHE_DIR,
+        eval_dir: Path | None = None,
+        cache_dir: Path = CACHE_DIR,
         seed: int = DEFAULT_SEED,
         progress: bool = True,
         max_docs: int | None = None,
         max_queries: int | None = None,
     ) -> ScaleData:
-        """``max_docs`` / ``max_queries`` (smoke runs) take that many from the sources, evenly."""
+        """``max_docs`` / ``max_queries`` (smoke runs) take that many from the sources, evenly.
+        ``eval_dir``: the evaluation data (default ``$SCDB_EVAL_DIR``; stops if unset)."""
+        eval_dir = evaldir.eval_dir(eval_dir)
         titles: list[str] = []
         sentences: list[list[str]] = []
         pool_texts: list[str] = []
@@ -160,7 +163,7 @@ class ScaleData:
         qtexts = _query_texts(eval_dir)
         if max_queries is not None:
             qtexts = qtexts[:: max(1, len(qtexts) // max_queries)][:max_queries]
-        cache = Q.open_cache("scale_pool", cache_dir)
+        cache = open_cache("scale_pool", cache_dir)
         pool = _embed_cached(cache, pool_texts, "embed pool", progress)
         qvecs = _embed_cached(cache, [t for _, _, t in qtexts], "embed queries", progress)
         cache.save()
@@ -211,7 +214,7 @@ class ScaleData:
                 {
                     "doc_id": doc_id,
                     "text": " ".join(parts),
-                    "scope": Q.doc_scope(doc_id),
+                    "scope": doc_scope(doc_id),
                     "acl_owner": OWNER,
                     "acl_groups": [group_name(group_bucket(doc_id))],
                 }
@@ -291,7 +294,7 @@ def _embed_cached(cache: Any, texts: list[str], desc: str, progress: bool) -> np
     if missing:
         from tqdm import tqdm
 
-        emb = Q.live_embedder()
+        emb = live_embedder()
         with tqdm(total=len(missing), desc=desc, unit="text", disable=not progress) as bar:
             for i in range(0, len(missing), 64):
                 part = missing[i : i + 64]
@@ -310,8 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, required=True, help="number of Units")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
-    data = ScaleData.load(seed=args.seed)
+    data = ScaleData.load(args.eval_dir, seed=args.seed)
     print(json.dumps(data.write(args.n, args.out)))
     return 0
 

@@ -7,8 +7,8 @@ hybrid) with ``top_k=1000``. Chunk hits are aggregated to documents (best rank) 
 nDCG@10, Recall@100 and MRR@10 (D-70). Writes ``<out>/scifact.json`` and
 ``<out>/scifact.md``.
 
-    .venv/bin/python bench/scifact.py                                   # full run (~10-15 min)
-    .venv/bin/python bench/scifact.py --limit-docs 300 --limit-queries 30   # quick smoke
+    .venv/bin/python -m bench.scifact                                   # full run (~10-15 min)
+    .venv/bin/python -m bench.scifact --limit-docs 300 --limit-queries 30   # quick smoke
 
 With ``--limit-queries``/``--limit-docs`` the relevant documents of the selected queries are
 ingested first, the rest of the budget is filled with other corpus documents in file order, and
@@ -36,19 +36,22 @@ import httpx
 import numpy as np
 from tqdm import tqdm
 
-import quality as Q
-from benchserver import Server, free_port
+from bench.common import evaldir
+from bench.common.data import select
+from bench.common.env import git_commit
+from bench.common.paths import RESULTS
+from bench.common.report import command, write_report
+from bench.common.server import Server, free_port
 from superchargedb.evaluation import aggregate_docs, load_beir, mrr_at_k, ndcg_at_k, recall_at_k
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = Path("/work/shared/eval/scifact")
 SCOPE = "acme/alpha/scifact"
 KEY = "aegis_sk_alice"
 BATCH = 64
 TOP_K = 1000
 MODES = ("lexical", "dense", "hybrid")
 
-# Published SciFact test-split baselines ($SCDB_EVAL_DIR/README.md): nDCG@10, Recall@100.
+# Published SciFact test-split baselines (the eval folder's README.md): nDCG@10, Recall@100.
 BASELINES: list[dict[str, Any]] = [
     {
         "system": "BM25 flat (Lucene, k1=0.9, b=0.4)",
@@ -325,19 +328,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit-docs", type=int, help="ingest at most N documents")
     ap.add_argument("--limit-queries", type=int, help="score at most N test queries")
     ap.add_argument("--port", type=int, help="server port (default: a free one)")
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument(
         "--save-runs",
         type=Path,
         help="also write every query's chunk hits as [doc_id, dense rank, lexical rank] (large)",
     )
-    ap.add_argument("--dataset", type=Path, default=DATA, help=argparse.SUPPRESS)
+    ap.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
+    args.dataset = evaldir.dataset_arg(args, "scifact")
 
     corpus, queries, qrels = load_beir(args.dataset, "test")
     # Without a query limit the file order decides; with one, its relevant docs come first so
     # a smoke run scores them.
-    docs, qids = Q.select(
+    docs, qids = select(
         corpus,
         queries,
         qrels,
@@ -390,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         report = {
             "benchmark": "scifact",
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": "bench/scifact.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "command": command("scifact", argv if argv is not None else sys.argv[1:]),
             "config": {
                 "split": "test",
                 "scope": SCOPE,
@@ -407,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                 },
             },
             "environment": {
-                "git_commit": Q.git_commit(),
+                "git_commit": git_commit(),
                 "python": platform.python_version(),
                 "platform": platform.platform(),
                 "cpus": os.cpu_count(),
@@ -429,9 +434,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(data_dir, ignore_errors=True)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "scifact.json").write_text(json.dumps(report, indent=2) + "\n")
     md = markdown(report)
-    (args.out / "scifact.md").write_text(md)
+    write_report(args.out, "scifact", report, md)
     print()
     print(table(report))
     ing = report["ingest"]

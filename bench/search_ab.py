@@ -8,9 +8,9 @@ alternating, which is the fairest pairing a shared, loaded machine allows (``ben
 --ab`` pairs rounds of two processes instead). Hybrid, top_k=100, SciFact claims as queries with
 cached vectors; reports wall (query embedding excluded) and CPU time per cell, and checks that
 both return the same hits. ``--cold`` drops each arm's per-predicate caches before every query:
-bench/peers.py's filtered cells are cold, each query having a scope of its own.
+bench.peers' filtered cells are cold, each query having a scope of its own.
 
-    .venv/bin/python bench/search_ab.py --data /tmp/scdb-scale/scale-100000 --old 2175712
+    .venv/bin/python -m bench.search_ab --data /tmp/scdb-scale/scale-100000 --old 2175712
 
 Changes outside those modules (service.py, the catalog's connections) are in both arms.
 """
@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality as Q  # noqa: E402
-import scale as S  # noqa: E402
-import scale_data as SD  # noqa: E402
+from bench import scale as S
+from bench import scale_data as SD
+from bench.common import evaldir
+from bench.common.embedcache import open_cache
+from bench.common.paths import CACHE_DIR
 
 REPO = Path(__file__).resolve().parent.parent
 MODULES = ("visibility", "fusion", "hits", "sparse_search", "lexical", "hybrid")  # deps first
@@ -90,17 +91,18 @@ def main(argv: list[str] | None = None) -> int:
         "--cold",
         action="store_true",
         help="drop each arm's per-predicate caches (masks, candidate sets) before every query:"
-        " bench/peers.py's filtered cells, where each query has its own scope",
+        " bench.peers' filtered cells, where each query has its own scope",
     )
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
 
     import superchargedb.search  # noqa: F401  (the package the old modules load into)
 
     tmp = Path(tempfile.mkdtemp(prefix="search-ab-"))
     hybrid_old = load_old(args.old, tmp)
-    queries = SD.ScaleData.load(progress=False).queries()
+    queries = SD.ScaleData.load(args.eval_dir, progress=False).queries()
     queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
-    cache = Q.open_cache("scale_pool", Q.CACHE_DIR)
+    cache = open_cache("scale_pool", CACHE_DIR)
     svc, alice, _ = S.open_service(args.data, cache, "sparse")
     arms = {"new": svc.searcher, "old": hybrid_old.Searcher(svc)}
 

@@ -1,6 +1,6 @@
 """Where a search's time goes: per-stage latencies, the untraced rest, concurrency, a profile.
 
-Builds our Service on a SciFact slice (the same Units and cached vectors as bench/peers.py, so
+Builds our Service on a SciFact slice (the same Units and cached vectors as bench.peers, so
 query embedding is a lookup unless a cell says ``live``), then measures, in alternating rounds:
 
 * ``hybrid/100%/c1``, ``hybrid/1%/c1``, ``dense/100%/c1``, ``lexical/100%/c1``: wall time of
@@ -17,7 +17,7 @@ shared machine hits both alike. ``--profile`` also runs pyinstrument over two pa
 ``hybrid/100%/c1`` (its call/return hook inflates Python-heavy code: read shares, not ms).
 
     git archive <old-commit> src | tar -x -C /tmp/before
-    .venv/bin/python bench/search_profile.py --ab /tmp/before/src --label after --profile
+    .venv/bin/python -m bench.search_profile --ab /tmp/before/src --label after --profile
 
 Writes ``<out>/search_profile.json``, ``search_profile.md`` (+ ``search_profile_pyinstrument.txt``).
 """
@@ -41,8 +41,21 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality as Q  # noqa: E402
+from bench.common import evaldir
+from bench.common.data import bucket, filter_scope, load_dataset, select
+from bench.common.embedcache import (
+    EmbedCache,
+    embed_queries,
+    live_embedder,
+    make_caching_embedder,
+    open_cache,
+)
+from bench.common.env import environment
+from bench.common.paths import CACHE_DIR, RESULTS
+from bench.common.proc import child_env, module_cmd
+from bench.common.report import command, write_report
+from bench.common.service import PRINCIPAL_KEY, ingest_docs, make_service
+from bench.common.stats import pct
 
 TOP_K = 100
 CELLS: list[tuple[str, str, str, int]] = [
@@ -58,12 +71,12 @@ CELLS: list[tuple[str, str, str, int]] = [
 ]
 
 
-def make_switch_embedder(cache: Q.EmbedCache) -> Any:
+def make_switch_embedder(cache: EmbedCache) -> Any:
     """Cached vectors for ingest and most cells; the live model when ``live`` is set."""
     from superchargedb.models.embedder import BUNDLED_TOKENIZER, _Base
 
-    cached = Q.make_caching_embedder(cache)
-    live = Q.live_embedder()
+    cached = make_caching_embedder(cache)
+    live = live_embedder()
 
     class Switch(_Base):
         def __init__(self) -> None:
@@ -91,7 +104,7 @@ def http_client(svc: Any) -> tuple[Any, Any, threading.Thread]:
     th.start()
     c = httpx.Client(
         base_url=f"http://127.0.0.1:{port}",
-        headers={"Authorization": f"Bearer {Q.PRINCIPAL_KEY}"},
+        headers={"Authorization": f"Bearer {PRINCIPAL_KEY}"},
         timeout=60,
     )
     deadline = time.time() + 30
@@ -125,7 +138,7 @@ class Runner:
         q = self.texts[qi]
         if name.startswith("live"):
             q = f"{q} {salt}"  # a text never embedded before: the model runs (no cache)
-        scope = Q.filter_scope(level, self.buckets[qi])
+        scope = filter_scope(level, self.buckets[qi])
         body = {"q": q, "top_k": TOP_K, "mode": mode}
         t0 = time.perf_counter()
         if name.startswith("http"):
@@ -164,10 +177,10 @@ def summarize(results: list[dict[str, Any]], walls: list[tuple[int, float]]) -> 
         for k, v in r["stages"].items():
             stages.setdefault(k, []).append(v)
     return {
-        "wall_ms": Q.pct([r["wall"] for r in results]),
-        "trace_total_ms": Q.pct([r["total"] for r in results]),
-        "untraced_ms": Q.pct([r["wall"] - r["total"] for r in results]),
-        "excluding_embed_ms": Q.pct([r["wall"] - r["stages"].get("embed", 0.0) for r in results]),
+        "wall_ms": pct([r["wall"] for r in results]),
+        "trace_total_ms": pct([r["total"] for r in results]),
+        "untraced_ms": pct([r["wall"] - r["total"] for r in results]),
+        "excluding_embed_ms": pct([r["wall"] - r["stages"].get("embed", 0.0) for r in results]),
         "stages_p50_ms": {k: round(float(np.median(v)), 3) for k, v in stages.items()},
         "qps": round(sum(n for n, _ in walls) / sum(w for _, w in walls), 2),
         "mean_hits": round(float(np.mean([r["hits"] for r in results])), 1),
@@ -199,17 +212,17 @@ def child_main(args: argparse.Namespace) -> int:
     import superchargedb
 
     name = args.dataset.resolve().name
-    corpus, queries, qrels = Q.load_dataset(args.dataset, args.split)
-    docs, qids = Q.select(corpus, queries, qrels, args.limit_docs, args.limit_queries)
-    cache = Q.open_cache(name, args.cache_dir)
+    corpus, queries, qrels = load_dataset(args.dataset, args.split)
+    docs, qids = select(corpus, queries, qrels, args.limit_docs, args.limit_queries)
+    cache = open_cache(name, args.cache_dir)
     texts = [queries[q] for q in qids]
-    Q.embed_queries(cache, texts)
-    nonempty = sorted({Q.bucket(d) for d in docs})
+    embed_queries(cache, texts)
+    nonempty = sorted({bucket(d) for d in docs})
     buckets = [nonempty[(i * 37) % len(nonempty)] for i in range(len(texts))]
     emb = make_switch_embedder(cache)
     tmp = Path(tempfile.mkdtemp(prefix="scdb-search-profile-"))
-    svc, alice = Q.make_service(tmp / "data", emb)
-    ing = Q.ingest_docs(svc, alice, corpus, docs)
+    svc, alice = make_service(tmp / "data", emb)
+    ing = ingest_docs(svc, alice, corpus, docs)
     runner = Runner(svc, alice, emb, texts, buckets)
     runner.http, server, th = http_client(svc)
     cells = [c for c in CELLS if not args.cells or c[0] in args.cells.split(",")]
@@ -261,7 +274,8 @@ class Child:
             env["PYTHONPATH"] = src + (
                 os.pathsep + env["PYTHONPATH"] if "PYTHONPATH" in env else ""
             )
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", *args.child_argv]
+        cmd = module_cmd("search_profile", "--child", *args.child_argv)
+        env = child_env(env)  # the checkout's root first: the child imports bench.*
         self.label = label
         self._log = open(log, "w")  # noqa: SIM115 (closed in close())
         self.proc = subprocess.Popen(
@@ -294,7 +308,7 @@ class Child:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from tqdm import tqdm
 
-    env = Q.environment()
+    env = environment()
     versions: list[tuple[str, str | None]] = [(args.label, None)]
     if args.ab:
         versions.append((args.ab_label, str(args.ab)))
@@ -338,8 +352,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "benchmark": "search_profile",
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "bench/search_profile.py " + " ".join(args.argv),
-        "environment": {**env, "loadavg_end": Q.environment()["loadavg"]},
+        "command": command("search_profile", args.argv),
+        "environment": {**env, "loadavg_end": environment()["loadavg"]},
         "dataset": {
             "name": args.dataset.resolve().name,
             "docs": first["docs"],
@@ -415,7 +429,8 @@ def markdown(r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--dataset", type=Path, default=Q.EVAL_DIR / "scifact")
+    ap.add_argument("--dataset", type=Path, help="default: scifact/ of --eval-dir")
+    evaldir.add_argument(ap)
     ap.add_argument("--split", default="test")
     ap.add_argument("--limit-docs", type=int, default=1000)
     ap.add_argument("--limit-queries", type=int, default=100)
@@ -425,9 +440,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ab", type=Path, help="another src/ dir (e.g. an older commit) to alternate")
     ap.add_argument("--ab-label", default="before")
     ap.add_argument("--profile", action="store_true", help="pyinstrument over hybrid/100%%/c1")
-    ap.add_argument("--out", type=Path, default=Q.REPO / "bench" / "results")
-    ap.add_argument("--cache-dir", type=Path, default=Q.CACHE_DIR)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--cache-dir", type=Path, default=CACHE_DIR)
     args = ap.parse_args(argv)
+    args.dataset = evaldir.dataset_arg(args, "scifact")
     if args.child:
         return child_main(args)
     args.argv = argv if argv is not None else sys.argv[1:]
@@ -448,8 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     report = run(args)
     md = markdown(report)
-    (args.out / "search_profile.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "search_profile.md").write_text(md)
+    write_report(args.out, "search_profile", report, md)
     print(md)
     return 0
 

@@ -11,15 +11,15 @@ passages, cold (nothing cached) and warm (passages primed, as the answer pipelin
 module constants in ``superchargedb/answer/verify.py`` were set from its output. TEST is never
 used for choosing anything.
 
-    .venv/bin/python bench/support_check.py          # writes bench/results/support_check.json
-    .venv/bin/python bench/support_check.py --tune   # also searches thresholds on TUNE
+    .venv/bin/python -m bench.support_check          # writes bench/results/support_check.json
+    .venv/bin/python -m bench.support_check --tune   # also searches thresholds on TUNE
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
-import json
 import os
 import platform
 import statistics
@@ -30,17 +30,32 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-
-from answer_cases import BLIND_FIRST_RUNS, CASES, Case  # noqa: E402
-from superchargedb.answer.verify import (  # noqa: E402
+from bench.common.paths import REPO, RESULTS
+from bench.common.report import write_report
+from superchargedb.answer.verify import (
     LexicalDenseChecker,
     Measurement,
     Thresholds,
     analyse,
 )
-from superchargedb.models.embedder import make_embedder  # noqa: E402
+from superchargedb.models.embedder import make_embedder
+
+
+def _answer_cases() -> Any:
+    """tests/answer_cases.py, the hand-written cases the test suite also checks, loaded by path
+    (tests/ is not a package, and the import path stays as it is)."""
+    spec = importlib.util.spec_from_file_location(
+        "answer_cases", REPO / "tests" / "answer_cases.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("answer_cases", mod)  # dataclasses look their module up by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_AC = _answer_cases()
+BLIND_FIRST_RUNS, CASES, Case = _AC.BLIND_FIRST_RUNS, _AC.CASES, _AC.Case
 
 GRID: dict[str, tuple[float, ...]] = {
     "sim_min": (0.35, 0.4, 0.45, 0.5, 0.55),
@@ -137,7 +152,7 @@ def timings(embedder: Any) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tune", action="store_true", help="grid-search thresholds on TUNE")
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
 
     embedder = make_embedder("minilm-int8")
@@ -205,8 +220,7 @@ def main() -> None:
     if args.tune:
         print("\ntuning on TUNE:", report["tuning"])
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "support_check.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "support_check.md").write_text(markdown(report))
+    write_report(args.out, "support_check", report, markdown(report))
     print(f"\nwrote {args.out / 'support_check.json'} and support_check.md")
 
 

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
+from bench.common import evaldir
+
 REPO = Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "bench" / "answers.py"
-DATA = Path("/work/shared/eval/xquad-en")
+# The data comes from SCDB_EVAL_DIR (the child inherits it); without it these tests skip.
+NO_DATA = evaldir.skip_reason("xquad-en")
 RATES = (
     "citation_recall",
     "citation_precision",
@@ -71,7 +73,7 @@ def _check_half(m: dict[str, Any], n: int) -> None:
 def _run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str, str]:
     out = tmp_path / "results"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--limit", "5", "--out", str(out), *extra],
+        [sys.executable, "-m", "bench.answers", "--limit", "5", "--out", str(out), *extra],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -85,7 +87,7 @@ def _run(tmp_path: Path, *extra: str) -> tuple[dict[str, Any], str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (DATA / "qa.jsonl").exists(), reason="XQuAD data not present")
+@pytest.mark.skipif(NO_DATA is not None, reason=str(NO_DATA))
 def test_answers_bench_smoke(tmp_path: Path) -> None:
     records = tmp_path / "records.jsonl"
     report, md, stdout = _run(tmp_path, "--save-records", str(records))
@@ -121,7 +123,7 @@ def _check_relevance_cut(tmp_path: Path, records: Path) -> None:
     CALIBRATION gold passages (at most 0.5 % below it) and its table is monotone."""
     out = tmp_path / "relevance"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "answers_relevance.py"), "--records", str(records)]
+        [sys.executable, "-m", "bench.answers_relevance", "--records", str(records)]
         + ["--out", str(out)],
         cwd=REPO,
         capture_output=True,
@@ -141,7 +143,7 @@ def _check_relevance_cut(tmp_path: Path, records: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (DATA / "qa.jsonl").exists(), reason="XQuAD data not present")
+@pytest.mark.skipif(NO_DATA is not None, reason=str(NO_DATA))
 def test_answers_bench_calibrate_smoke(tmp_path: Path) -> None:
     report, md, stdout = _run(tmp_path, "--calibrate")
     cal = report["calibration"]

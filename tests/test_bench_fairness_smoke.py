@@ -18,7 +18,8 @@ def test_fairness_smoke(tmp_path):
     out = subprocess.run(
         [
             sys.executable,
-            str(REPO / "bench" / "fairness.py"),
+            "-m",
+            "bench.fairness",
             "--seconds",
             "4",
             "--baseline-seconds",

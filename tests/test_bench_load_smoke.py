@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.common import evaldir
+
 REPO = Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "bench" / "load.py"
+NO_DATA = evaldir.skip_reason("scifact")  # SCDB_EVAL_DIR, inherited by the bench
 LEVEL_KEYS = {
     "name",
     "workers",
@@ -42,13 +44,11 @@ LEVEL_KEYS = {
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not Path("/work/shared/eval/scifact/corpus.jsonl").exists(), reason="SciFact data not present"
-)
+@pytest.mark.skipif(NO_DATA is not None, reason=str(NO_DATA))
 def test_load_bench_smoke(tmp_path: Path) -> None:
     out = tmp_path / "results"
     cmd = [
-        sys.executable, str(SCRIPT), "--levels", "1,4", "--level-seconds", "4",
+        sys.executable, "-m", "bench.load", "--levels", "1,4", "--level-seconds", "4",
         "--overload-seconds", "15", "--scifact-docs", "40", "--principals", "2",
         "--rss-interval", "1", "--memory-log-interval", "1", "--out", str(out),
         "--server-env", "SCDB_INFLIGHT_SEARCH=1", "--server-env", "SCDB_QUEUE_SEARCH=0",

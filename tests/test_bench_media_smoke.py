@@ -11,12 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.common import evaldir
+from bench.ocr_score import norm, score_page, suspect_words
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
-
-from ocr_score import norm, score_page, suspect_words  # noqa: E402
-
-EVAL = Path("/work/shared/eval/ocr-rendered-pdf")
+NO_PAGES = evaldir.skip_reason("ocr-rendered-pdf")  # SCDB_EVAL_DIR, inherited by the bench
 
 
 def boxes(*b: tuple[float, float, float, float]) -> np.ndarray:
@@ -102,14 +101,14 @@ def test_suspect_ground_truth_is_found_by_general_checks() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not EVAL.exists() or not shutil.which("tesseract"), reason="eval pages or tesseract missing"
-)
+@pytest.mark.skipif(NO_PAGES is not None, reason=str(NO_PAGES))
+@pytest.mark.skipif(not shutil.which("tesseract"), reason="tesseract missing: scripts/setup.sh")
 def test_ingest_media_bench_ocr_smoke(tmp_path: Path) -> None:
     proc = subprocess.run(
         [
             sys.executable,
-            str(REPO / "bench" / "ingest_media.py"),
+            "-m",
+            "bench.ingest_media",
             "--suites",
             "ocr",
             "--limit",

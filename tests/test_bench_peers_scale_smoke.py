@@ -17,15 +17,19 @@ from pathlib import Path
 
 import pytest
 
+from bench.common import evaldir
 from report_numbers import numbers
 
 REPO = Path(__file__).resolve().parent.parent
 MISSING = [m for m in ("lancedb", "txtai", "matplotlib") if importlib.util.find_spec(m) is None]
 SYSTEMS = ("ours", "lancedb", "txtai")
+# The scale Units are sentences of the eval corpora (SCDB_EVAL_DIR, inherited by the bench).
+NO_DATA = evaldir.skip_reason("scifact")
 CELLS = ("hybrid/1%/c1", "hybrid/10%/c1", "hybrid/100%/c1", "hybrid/100%/c8")
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(NO_DATA is not None, reason=str(NO_DATA))
 @pytest.mark.skipif(
     bool(MISSING),
     reason=f"bench extra not installed ({', '.join(MISSING)} missing):"
@@ -34,7 +38,7 @@ CELLS = ("hybrid/1%/c1", "hybrid/10%/c1", "hybrid/100%/c1", "hybrid/100%/c8")
 def test_peers_scale_smoke(tmp_path: Path) -> None:
     out = tmp_path / "out"
     (tmp_path / "work").mkdir()
-    cmd = [sys.executable, str(REPO / "bench" / "peers.py"), "--scale", "2000"]
+    cmd = [sys.executable, "-m", "bench.peers", "--scale", "2000"]
     cmd += ["--limit-queries", "10", "--rounds", "1", "--out", str(out), "--max-docs", "240"]
     cmd += ["--work-dir", str(tmp_path / "work"), "--cache-dir", str(tmp_path / "cache")]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)

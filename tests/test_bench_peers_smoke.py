@@ -18,9 +18,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from bench.common import evaldir
 from report_numbers import numbers
 
-ADI = Path("/work/shared/eval/classic-adi")
+NO_ADI = evaldir.skip_reason("classic-adi")  # the data comes from SCDB_EVAL_DIR
 MISSING = [m for m in ("lancedb", "txtai", "matplotlib") if importlib.util.find_spec(m) is None]
 SYSTEMS = ("ours", "lancedb", "txtai")
 CELLS = (
@@ -40,7 +41,7 @@ def _pct_ok(p: dict[str, Any], what: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (ADI / "corpus.jsonl").exists(), reason="ADI data not present")
+@pytest.mark.skipif(NO_ADI is not None, reason=str(NO_ADI))
 @pytest.mark.skipif(
     bool(MISSING),
     reason=f"bench extra not installed ({', '.join(MISSING)} missing):"
@@ -58,8 +59,9 @@ def test_bench_quick_adi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     register(app)
     out = tmp_path / "results"
     monkeypatch.setenv("SCDB_BENCH_CACHE", str(tmp_path / "cache"))  # embeds ADI afresh
+    adi = str(evaldir.dataset("classic-adi"))
     res = CliRunner().invoke(
-        app, ["bench", "--dataset", str(ADI), "--quick", "--out", str(out), "--rounds", "2"]
+        app, ["bench", "--dataset", adi, "--quick", "--out", str(out), "--rounds", "2"]
     )
     assert res.exit_code == 0, res.output
 

@@ -14,19 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from bench.common import evaldir
 from report_numbers import numbers
 
 REPO = Path(__file__).resolve().parent.parent
-ADI = Path("/work/shared/eval/classic-adi")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not (ADI / "corpus.jsonl").exists(), reason="ADI data not present"),
-]
+NO_ADI = evaldir.skip_reason("classic-adi")  # the data comes from SCDB_EVAL_DIR
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(NO_ADI is not None, reason=str(NO_ADI))]
 
 
-def _run(script: str, *args: str) -> None:
+def _run(module: str, *args: str) -> None:
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / script), *args],
+        [sys.executable, "-m", f"bench.{module}", *args],
         capture_output=True,
         text=True,
         timeout=1200,
@@ -38,8 +36,17 @@ def _run(script: str, *args: str) -> None:
 def test_search_profile_smoke(tmp_path: Path) -> None:
     cells = "hybrid/100%/c1,hybrid/1%/c1,hybrid/100%/c8,live/c8,http/c1"
     _run(
-        "search_profile.py",
-        *("--dataset", str(ADI), "--limit-docs", "40", "--limit-queries", "8", "--rounds", "1"),
+        "search_profile",
+        *(
+            "--dataset",
+            str(evaldir.dataset("classic-adi")),
+            "--limit-docs",
+            "40",
+            "--limit-queries",
+            "8",
+            "--rounds",
+            "1",
+        ),
         *("--cells", cells, "--label", "now", "--ab", str(REPO / "src"), "--ab-label", "again"),
         *("--out", str(tmp_path)),
     )
@@ -65,8 +72,16 @@ def test_search_profile_smoke(tmp_path: Path) -> None:
 
 def test_ingest_throughput_smoke(tmp_path: Path) -> None:
     _run(
-        "ingest_throughput.py",
-        *("--dataset", str(ADI), "--rounds", "2", "--batch", "4", "--breakdown"),
+        "ingest_throughput",
+        *(
+            "--dataset",
+            str(evaldir.dataset("classic-adi")),
+            "--rounds",
+            "2",
+            "--batch",
+            "4",
+            "--breakdown",
+        ),
         *("--out", str(tmp_path)),
     )
     r = json.loads((tmp_path / "ingest_throughput.json").read_text())

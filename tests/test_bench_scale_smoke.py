@@ -15,14 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from bench.common import evaldir
 from report_numbers import numbers
 
 REPO = Path(__file__).resolve().parent.parent
-EVAL = Path("/work/shared/eval")
 MODES = ("lexical", "dense", "hybrid")
 FILTERS = ("scope/100%", "scope/10%", "scope/1%", "acl/10%", "acl/1%")
 
-pytestmark = pytest.mark.skipif(not (EVAL / "scifact").is_dir(), reason="eval data not present")
+# The scale Units are sentences of the eval corpora (SCDB_EVAL_DIR, inherited by the bench).
+NO_DATA = evaldir.skip_reason("scifact")
+pytestmark = pytest.mark.skipif(NO_DATA is not None, reason=str(NO_DATA))
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +37,8 @@ def test_scale_smoke(tmp_path: Path) -> None:
     out = tmp_path / "out"
     cmd = [
         sys.executable,
-        str(REPO / "bench" / "scale.py"),
+        "-m",
+        "bench.scale",
         "--sizes",
         "2000",
         "--queries",
@@ -51,7 +54,7 @@ def test_scale_smoke(tmp_path: Path) -> None:
         "--data-root",
         str(tmp_path / "data"),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads((out / "scale.json").read_text())
     assert r["benchmark"] == "scale" and len(r["sizes"]) == 1

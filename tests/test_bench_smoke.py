@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.common import evaldir
+
 REPO = Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "bench" / "scifact.py"
+NO_DATA = evaldir.skip_reason("scifact")  # SCDB_EVAL_DIR, inherited by the bench
 MODES = ("lexical", "dense", "hybrid")
 
 
@@ -20,15 +22,14 @@ def _finite(x: object) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not Path("/work/shared/eval/scifact/corpus.jsonl").exists(), reason="SciFact data not present"
-)
+@pytest.mark.skipif(NO_DATA is not None, reason=str(NO_DATA))
 def test_scifact_bench_smoke(tmp_path: Path) -> None:
     out = tmp_path / "results"
     proc = subprocess.run(
         [
             sys.executable,
-            str(SCRIPT),
+            "-m",
+            "bench.scifact",
             "--limit-docs",
             "200",
             "--limit-queries",

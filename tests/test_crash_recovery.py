@@ -25,7 +25,6 @@ from superchargedb import faults
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src" / "superchargedb"
-sys.path.insert(0, str(REPO / "bench"))
 
 
 def called_points() -> dict[str, list[str]]:
@@ -75,7 +74,7 @@ def test_registry_matches_the_source() -> None:
 
 
 def test_every_point_has_a_scenario() -> None:
-    import crash_points
+    from bench import crash_points
 
     assert crash_points.select(None) == [p.name for p in faults.KNOWN_POINTS]
     for p in faults.KNOWN_POINTS:
@@ -152,7 +151,7 @@ def test_every_job_run_heartbeats_by_construction(
 
 @pytest.mark.slow
 def test_every_fault_point_survives_sigkill(tmp_path: Path) -> None:
-    import crash_points
+    from bench import crash_points
 
     names = crash_points.select(os.environ.get("SCDB_CRASH_POINTS"))
     report = crash_points.run_all(names, parallel=2)
@@ -174,7 +173,7 @@ def test_every_fault_point_survives_sigkill(tmp_path: Path) -> None:
 def test_the_checks_catch_a_damaged_recovery(sabotage: str, symptom: tuple[str, ...]) -> None:
     """Negative control: damage the data dir between the crash and the restart; the point must
     fail, for the expected reason."""
-    import crash_points
+    from bench import crash_points
 
     report = crash_points.run_all(["ingest.after_commit"], parallel=1, sabotage=sabotage)
     (point,) = report["points"]

@@ -23,7 +23,6 @@ import pytest
 from conftest import ALICE
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +62,7 @@ def is_clean_error(r: httpx.Response) -> bool:
 
 
 def test_disk_full_gives_507_and_no_corruption(small_fs: Path, tmp_path: Path) -> None:
-    import crash_points
+    from bench import crash_points
 
     data = small_fs / "data"
     env = {**crash_points.base_env(tmp_path / "config"), "SCDB_CHECKPOINT_EVERY": "4"}

@@ -11,16 +11,23 @@ from typing import Any
 import numpy as np
 import pytest
 
+from bench.common import evaldir
 from superchargedb.errors import OverloadedError, UnavailableError
 from superchargedb.models.embedder import Embedder
 from superchargedb.models.executor import EmbedExecutor
 
-SCIFACT = Path("/work/shared/eval/scifact")
+NO_SCIFACT = evaldir.skip_reason("scifact")
+
+
+def _scifact() -> Path:
+    if NO_SCIFACT:
+        pytest.skip(NO_SCIFACT)
+    return evaldir.dataset("scifact")
 
 
 def _lines(name: str, n: int) -> list[str]:
     out = []
-    with open(SCIFACT / name) as f:
+    with open(_scifact() / name) as f:
         for line in f:
             d = json.loads(line)
             out.append((d.get("title", "") + "\n" + d["text"]).strip())
@@ -31,15 +38,11 @@ def _lines(name: str, n: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def queries() -> list[str]:
-    if not SCIFACT.exists():
-        pytest.skip("SciFact is not there")
     return _lines("queries.jsonl", 24)
 
 
 @pytest.fixture(scope="module")
 def abstracts() -> list[str]:
-    if not SCIFACT.exists():
-        pytest.skip("SciFact is not there")
     return _lines("corpus.jsonl", 40)
 
 

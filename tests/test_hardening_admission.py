@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import re
 import socket
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from bench import flood
 from conftest import ALICE, LiveServer, add_principal, auth, make_service
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-import flood  # noqa: E402
 
 SETTINGS: dict[str, Any] = {
     "metrics_token": "tok",  # the tests read the admission gauges

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.common import evaldir
 from superchargedb.evaluation import aggregate_docs, load_beir, mrr_at_k, ndcg_at_k, recall_at_k
 
-EVAL = Path("/work/shared/eval")
+NO_ADI = evaldir.skip_reason("classic-adi")  # the data comes from SCDB_EVAL_DIR
+NO_SCIFACT = evaldir.skip_reason("scifact")
+
 LOG2_3 = math.log2(3)  # 1.5849625007211563; 1 / LOG2_3 = 0.6309297535714575
 
 
@@ -157,8 +159,9 @@ def test_ndcg_never_beats_ideal_and_swapping_in_relevant_helps(qrels, perm, k):
 # -- loader ----------------------------------------------------------------------------------
 
 
+@pytest.mark.skipif(NO_ADI is not None, reason=str(NO_ADI))
 def test_load_beir_adi():
-    corpus, queries, qrels = load_beir(EVAL / "classic-adi")
+    corpus, queries, qrels = load_beir(evaldir.dataset("classic-adi"))
     assert len(corpus) == 82
     assert len(queries) == 35
     assert set(qrels) == set(queries)
@@ -168,8 +171,9 @@ def test_load_beir_adi():
     assert all(d in corpus for v in qrels.values() for d in v)
 
 
+@pytest.mark.skipif(NO_SCIFACT is not None, reason=str(NO_SCIFACT))
 def test_load_beir_scifact_test_split():
-    corpus, queries, qrels = load_beir(EVAL / "scifact", "test")
+    corpus, queries, qrels = load_beir(evaldir.dataset("scifact"), "test")
     assert len(corpus) == 5183
     assert len(queries) == 300  # only the queries with test qrels, as BEIR loads them
     assert sum(len(v) for v in qrels.values()) == 339

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import superchargedb  # noqa: F401  (onnxruntime before usearch)
+from bench.common import evaldir
 from superchargedb.query_terms import query_terms
 from superchargedb.search.hits import Snippeter, snippet
 
@@ -67,9 +68,9 @@ def test_a_mark_never_splits_an_entity() -> None:
 
 
 def test_snippet_matches_the_reference_on_scifact() -> None:
-    corpus = Path("/work/shared/eval/scifact")
-    if not corpus.exists():
-        pytest.skip("SciFact is not there")
+    if reason := evaldir.skip_reason("scifact"):
+        pytest.skip(reason)
+    corpus = evaldir.dataset("scifact")
     docs, queries = [], []
     with open(corpus / "corpus.jsonl") as f:
         for line, _ in zip(f, range(300), strict=False):

@@ -8,14 +8,12 @@ reset. A real server, a raw socket, a request, an idle gap, a second request on 
 from __future__ import annotations
 
 import socket
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +53,7 @@ def _idle_then_request(port: int, idle_s: float) -> bytes:
 
 @pytest.mark.parametrize("keepalive,idle,kept", [(None, 7.0, True), ("1", 3.0, False)])
 def test_idle_connection_is_kept_for_the_configured_time(tmp_path, keepalive, idle, kept):
-    import crash_points
+    from bench import crash_points
 
     env = crash_points.base_env(tmp_path / "config")
     if keepalive is not None:

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import superchargedb  # noqa: F401  (onnxruntime before usearch)
+from bench.common import evaldir
 from corpus import DISTRACTORS
 from superchargedb.query_terms import query_terms
 from superchargedb.readfilter import ReadFilter
@@ -37,7 +38,10 @@ from superchargedb.storage.sqlite.units import delete_rows, update_acl, uuid7
 from superchargedb.storage.vectors import VectorStore
 from superchargedb.types import Principal
 
-CRANFIELD = Path(os.environ.get("SCDB_EVAL_DIR", "/work/shared/eval")) / "classic-cranfield"
+# Real text when SCDB_EVAL_DIR has Cranfield; the hand-made texts alone otherwise.
+CRANFIELD = (
+    None if evaldir.skip_reason("classic-cranfield") else evaldir.dataset("classic-cranfield")
+)
 DIM = 8
 TRICKY = [
     "naïve café ÉCOLE Straße ﬁne İstanbul x²y ½ 3.5mg/kg α-helix ERR_7731 foo'bar",
@@ -51,7 +55,7 @@ GROUPS = ["eng", "ops", "sales"]
 
 def texts() -> list[str]:
     out = list(DISTRACTORS) + TRICKY
-    if CRANFIELD.is_dir():
+    if CRANFIELD is not None:
         with open(CRANFIELD / "corpus.jsonl", encoding="utf-8") as fh:
             out += [json.loads(line)["text"] for line in fh][:400]
     return out
@@ -59,7 +63,7 @@ def texts() -> list[str]:
 
 def queries() -> list[str]:
     qs = ["connection running", "café naive", "database backups", "security keys quarterly"]
-    if CRANFIELD.is_dir():
+    if CRANFIELD is not None:
         with open(CRANFIELD / "queries.jsonl", encoding="utf-8") as fh:
             qs += [json.loads(line)["text"] for line in fh][:60]
     return qs
@@ -332,7 +336,6 @@ def test_phrase_terms_fall_back_to_fts5(tmp_path: Path) -> None:
 
 CHILD = """
 import sys, random
-sys.path.insert(0, sys.argv[2])
 import test_sparse_index as T
 from pathlib import Path
 cat, sync = T.open_dir(Path(sys.argv[1]))
@@ -360,11 +363,11 @@ def test_sigkill_at_fault_points(tmp_path: Path, point: str) -> None:
     with cat.write_lock():
         sync.checkpoint()
     cat.close()
-    env = {**os.environ, "SCDB_CRASH_AT": point}
-    tests_dir = str(Path(__file__).parent)
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tmp_path), tests_dir], env=env, timeout=300
-    )
+    # The child imports this module: tests/ and the repository root (bench) on its path.
+    here = Path(__file__).resolve().parent
+    path = [str(here), str(here.parent), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "SCDB_CRASH_AT": point, "PYTHONPATH": os.pathsep.join(path)}
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], env=env, timeout=300)
     assert proc.returncode == -9, f"{point} was not reached"
     cat, sync = open_dir(tmp_path)
     live = {r[0] for r in cat.reader().execute("SELECT id FROM units")}

@@ -1,11 +1,12 @@
 """``superchargedb bench``: retrieval quality and the side-by-side peer benchmark.
 
-Runs the scripts of the source checkout's ``bench/`` folder with this interpreter, one after the
-other, with their progress bars: ``bench/quality.py`` (our BM25 / dense / hybrid quality beside
-the published baselines) and ``bench/peers.py`` (ours vs LanceDB vs txtai, each in its own
-subprocess). Reports land in ``--out`` (default ``bench/results``) as Markdown + JSON + PNG.
-The peers need the ``bench`` extra (``scripts/install_bench.sh``); without it they are
-reported as not run.
+Runs the benchmarks of the source checkout's ``bench`` package with this interpreter, one after
+the other, with their progress bars: ``python -m bench.quality`` (our BM25 / dense / hybrid
+quality beside the published baselines) and ``python -m bench.peers`` (ours vs LanceDB vs txtai,
+each in its own subprocess). The dataset is ``--dataset``, or ``scifact/`` of the evaluation
+data's folder (``--eval-dir`` or ``SCDB_EVAL_DIR``; there is no default path). Reports land in
+``--out`` (default ``bench/results``) as Markdown + JSON + PNG. The peers need the ``bench``
+extra (``scripts/install_bench.sh``); without it they are reported as not run.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from pathlib import Path
 
 import typer
 
-EVAL_DIR = Path(os.environ.get("SCDB_EVAL_DIR", "/work/shared/eval"))
 QUICK_DOCS = 300
 QUICK_QUERIES = 30
 QUICK_ROUNDS = 3
@@ -52,18 +52,45 @@ def _steps(
     if limit_queries is not None:
         limits += ["--limit-queries", str(limit_queries)]
     common = ["--dataset", str(dataset), "--out", str(out), *limits]
-    steps = [("quality", ["quality.py", *common])]
+    steps = [("quality", ["quality", *common])]
     if peers:
         r = rounds if rounds is not None else (QUICK_ROUNDS if quick else 5)
-        steps.append(("peers", ["peers.py", *common, "--rounds", str(r)]))
+        steps.append(("peers", ["peers", *common, "--rounds", str(r)]))
     return steps
+
+
+def _child_env(root: Path) -> dict[str, str]:
+    """This environment with the checkout's root on PYTHONPATH: ``python -m bench.x`` from
+    anywhere."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _default_dataset(root: Path, eval_dir: Path | None) -> Path:
+    """``scifact/`` of the eval folder, as ``bench.common.evaldir`` resolves it (the one lookup);
+    exits 2 with its message, which names SCDB_EVAL_DIR, when the folder is not given."""
+    argv = [sys.executable, "-m", "bench.common.evaldir", "scifact"]
+    argv += ["--eval-dir", str(eval_dir)] if eval_dir is not None else []
+    proc = subprocess.run(argv, env=_child_env(root), capture_output=True, text=True)
+    if proc.returncode != 0:
+        typer.echo((proc.stderr.strip() or "no dataset") + "; or pass --dataset", err=True)
+        raise typer.Exit(2)
+    return Path(proc.stdout.strip())
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def bench(
         dataset: Path = typer.Option(
-            EVAL_DIR / "scifact", "--dataset", help="A BEIR-layout folder (corpus, queries, qrels)"
+            None,
+            "--dataset",
+            help="A BEIR-layout folder (corpus, queries, qrels); default: scifact/ of --eval-dir",
+        ),
+        eval_dir: Path = typer.Option(
+            None,
+            "--eval-dir",
+            help="The evaluation data's folder (default: $SCDB_EVAL_DIR; no built-in default)",
         ),
         quick: bool = typer.Option(
             False,
@@ -83,13 +110,17 @@ def register(app: typer.Typer) -> None:
         from tqdm import tqdm
 
         scripts = bench_dir()
-        if not (scripts / "quality.py").is_file():
+        if not (scripts / "quality.py").is_file() or not (scripts / "__init__.py").is_file():
             typer.echo(
                 f"no benchmark scripts at {scripts}: `superchargedb bench` runs from a source"
                 " checkout (or set SCDB_BENCH_DIR)",
                 err=True,
             )
             raise typer.Exit(2)
+        root = scripts.resolve().parent
+        if dataset is None:
+            dataset = _default_dataset(root, eval_dir)
+        dataset = dataset.resolve()
         if not (dataset / "corpus.jsonl").is_file():
             typer.echo(f"{dataset} is not a BEIR folder (no corpus.jsonl)", err=True)
             raise typer.Exit(2)
@@ -101,7 +132,8 @@ def register(app: typer.Typer) -> None:
                 bar.set_postfix_str(name)
                 t0 = time.monotonic()
                 # Children inherit stderr, so their own progress bars show below this one.
-                rc = subprocess.call([sys.executable, str(scripts / argv[0]), *argv[1:]])
+                cmd = [sys.executable, "-m", f"bench.{argv[0]}", *argv[1:]]
+                rc = subprocess.call(cmd, env=_child_env(root))
                 tqdm.write(f"{name}: exit {rc} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
                 if rc != 0:
                     failed.append(name)

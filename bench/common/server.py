@@ -1,5 +1,5 @@
 """The benchmark server: ``superchargedb serve --demo`` in a subprocess on a free loopback port,
-stopped with SIGTERM (then SIGKILL). Shared by bench/scifact.py and bench/answers.py."""
+stopped with SIGTERM (then SIGKILL). Shared by the benchmarks that go through HTTP."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parent.parent
+from bench.common.paths import REPO
 
 
 def free_port() -> int:
