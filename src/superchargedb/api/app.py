@@ -31,8 +31,10 @@ from .gate import authenticate_request
 from .openapi import ERROR_RESPONSES, body_schema, install_openapi
 from .routes_admin import register_admin
 from .routes_docs import register_docs
+from .routes_me import register_me
 from .routes_objects import register_objects
 from .routes_stats import register_stats
+from .routes_ui import register_ui
 from .scoping import narrowed, request_scope
 
 log = logging.getLogger("superchargedb.api")
@@ -46,7 +48,7 @@ SECURITY_HEADERS = {
 }
 # A preview is drawn for one authorized caller: no shared cache may keep it, and the browser
 # asks again each time (an ACL change applies at once; the server's render cache makes it cheap).
-PREVIEW_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
+PREVIEW_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization, Cookie"}
 
 
 def _json_default(o: Any) -> Any:
@@ -360,6 +362,8 @@ def create_app(svc: Service) -> FastAPI:
     register_docs(app, svc, principal, body_of)
     register_objects(app, svc, principal)
     register_stats(app, svc, principal)
+    register_me(app, svc, principal)
+    register_ui(app, svc, principal)
 
     @app.get(
         "/metrics",

@@ -1,0 +1,126 @@
+"""The web console's routes: its static files on ``/`` and ``/ui/...``, and its session.
+
+The files are plain package data (``superchargedb/web``), read once at start-up, so a path
+can only ever name one of them. Every console page is the same ``index.html`` (the ES modules
+route on ``location``); its CSP allows scripts and styles from this origin only (no inline
+script), connections and media only to this origin, and no framing (D-151).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from .. import console_sessions
+from ..errors import NotFoundError
+from ..service import Service
+from ..types import Principal
+from .openapi import ERROR_RESPONSES
+
+PrincipalDep = Callable[..., Awaitable[Principal]]
+
+WEB = Path(__file__).resolve().parent.parent / "web"
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:;"
+    " media-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none';"
+    " frame-ancestors 'none'"
+)
+TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+}
+ASSET = re.compile(r"^[a-z0-9_-]+(/[a-z0-9_.-]+)?\.(js|css|svg|png)$")
+
+
+def _load() -> dict[str, bytes]:
+    files = {}
+    for f in (WEB / "assets").rglob("*"):
+        if f.is_file() and f.suffix in TYPES:
+            files[f.relative_to(WEB / "assets").as_posix()] = f.read_bytes()
+    return files
+
+
+def page_headers(suffix: str) -> dict[str, str]:
+    return {
+        "Content-Type": TYPES[suffix],
+        "Content-Security-Policy": CSP,
+        "Referrer-Policy": "no-referrer",
+        "X-Content-Type-Options": "nosniff",
+        # The files change only with the package; revalidating is cheap and never stale.
+        "Cache-Control": "no-cache",
+        "Cross-Origin-Opener-Policy": "same-origin",
+    }
+
+
+def register_ui(app: FastAPI, svc: Service, principal: PrincipalDep) -> None:
+    index = (WEB / "index.html").read_bytes()
+    assets = _load()
+
+    def page() -> Response:
+        return Response(index, headers=page_headers(".html"))
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> Response:
+        return page()
+
+    @app.get("/ui", include_in_schema=False)
+    @app.get("/ui/{rest:path}", include_in_schema=False)
+    async def ui(rest: str = "") -> Response:
+        if rest.startswith("assets/"):
+            name = rest[len("assets/") :]
+            body = assets.get(name) if ASSET.match(name) else None
+            if body is None:
+                raise NotFoundError("no such console file")
+            return Response(body, headers=page_headers(Path(name).suffix))
+        return page()
+
+    s = svc.settings
+
+    def cookie(request: Request, value: str, max_age: int) -> str:
+        # Secure whenever the page came over TLS; a plain-HTTP loopback console still works.
+        secure = "; Secure" if request.url.scheme == "https" else ""
+        return (
+            f"{console_sessions.COOKIE}={value}; Path=/v1/; Max-Age={max_age}; HttpOnly;"
+            f" SameSite=Strict{secure}"
+        )
+
+    @app.post("/v1/session", tags=["auth"], responses=ERROR_RESPONSES.subset(401))
+    async def sign_in(
+        request: Request, response: Response, p: Principal = Depends(principal)
+    ) -> Any:
+        def make() -> str:
+            with svc.catalog.write() as w:
+                return console_sessions.create(w, p, s.console_session_max_s)
+
+        token = await run_in_threadpool(make)
+        response.headers["Set-Cookie"] = cookie(request, token, s.console_session_max_s)
+        return {
+            "principal": p.name,
+            "idle_s": s.console_session_idle_s,
+            "max_s": s.console_session_max_s,
+        }
+
+    @app.delete("/v1/session", tags=["auth"], responses=ERROR_RESPONSES.subset(401))
+    async def sign_out(
+        request: Request, response: Response, p: Principal = Depends(principal)
+    ) -> Any:
+        token = console_sessions.cookie_of(request.scope.get("headers", []))
+
+        def drop() -> bool:
+            if token is None:
+                return False
+            with svc.catalog.write() as w:
+                return console_sessions.end(w, token, p.id)
+
+        ended = await run_in_threadpool(drop)
+        response.headers["Set-Cookie"] = cookie(request, "", 0)
+        return {"ended": ended}
