@@ -1,0 +1,66 @@
+// Operations, for those allowed: readiness, usage against quota, the tenant's figures, audit
+// verification; for admins, principals and keys (a new key is shown once, then its prefix).
+
+import { h, clear, errorBox } from "./dom.js";
+import { get, request } from "./api.js";
+
+function card(title, ...kids) {
+  return h("section", { class: "card", "aria-label": title }, h("h3", {}, title), ...kids);
+}
+
+async function filled(el, fn) {
+  try {
+    clear(el, await fn());
+  } catch (e) {
+    clear(el, errorBox(e));
+  }
+}
+
+function kv(obj) {
+  return h("dl", { class: "kv" }, Object.entries(obj).map(([k, v]) => [h("dt", {}, k), h("dd", {}, typeof v === "object" && v !== null ? JSON.stringify(v) : String(v))]));
+}
+
+export function opsView(main, me) {
+  const ready = h("div");
+  const usage = h("div");
+  const cards = [card("Readiness", ready), card("Usage and quota", usage)];
+  clear(main, h("h2", {}, "Operations"), h("div", { class: "cards" }, cards));
+  filled(ready, async () => {
+    const r = await fetch("/readyz", { cache: "no-store" });
+    return h("p", {}, r.ok ? "ready" : "not ready (index replay in progress)");
+  });
+  filled(usage, async () => kv((({ documents, units, object_bytes, media_pages, media_minutes, requests }) => ({ documents, units, object_bytes, media_pages, media_minutes, requests }))(await get("/v1/usage"))));
+  if (!me.perms.includes("admin")) return;
+  const stats = h("div");
+  const audit = h("div");
+  const people = h("div");
+  main.querySelector(".cards").append(card("Tenant figures", stats), card("Audit chain", audit), card("Principals and keys", people));
+  filled(stats, async () => kv(await get("/v1/stats")));
+  const verify = h("button", { type: "button" }, "Verify the audit chain");
+  const verdict = h("p", { "aria-live": "polite" });
+  verify.addEventListener("click", () => filled(verdict, async () => kv(await get("/v1/audit/verify"))));
+  clear(audit, verify, verdict);
+  filled(people, async () => {
+    const r = await get("/v1/admin/principals");
+    return h("ul", { class: "principals" }, r.principals.map((p) => principalRow(p)));
+  });
+}
+
+function principalRow(p) {
+  const keys = h("div", { class: "keys" });
+  const show = h("button", { type: "button" }, "Keys");
+  const mint = h("button", { type: "button" }, "New key");
+  show.addEventListener("click", () =>
+    filled(keys, async () => {
+      const r = await get(`/v1/admin/principals/${encodeURIComponent(p.name)}/keys`);
+      return h("ul", {}, r.keys.map((k) => h("li", {}, `${k.prefix}… ${k.revoked_at ? "revoked" : "active"}`)));
+    }),
+  );
+  mint.addEventListener("click", () =>
+    filled(keys, async () => {
+      const r = await (await request("POST", `/v1/admin/principals/${encodeURIComponent(p.name)}/keys`, { json: {} })).json();
+      return h("p", { class: "once" }, "The new key, shown this once: ", h("code", {}, r.key));
+    }),
+  );
+  return h("li", {}, h("strong", {}, p.name), ` ${p.tier} · ${(p.perms || []).join(", ")} · ${(p.scopes || []).join(", ")} `, show, " ", mint, keys);
+}
