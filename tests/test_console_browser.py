@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import ALICE, LiveServer, make_service
 
+from conftest import ALICE, LiveServer, make_service
 from superchargedb.models.embedder import Embedder
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[console]'")
@@ -83,9 +83,7 @@ def wait_job(url: str, job_id: str, timeout: float = 240) -> dict[str, Any]:
 
 
 def put_and_ingest(url: str, key: str, data: bytes, mime: str, doc_id: str) -> dict[str, Any]:
-    r = httpx.put(
-        f"{url}/v1/objects/{key}", headers={**ALICE, "Content-Type": mime}, content=data
-    )
+    r = httpx.put(f"{url}/v1/objects/{key}", headers={**ALICE, "Content-Type": mime}, content=data)
     assert r.status_code == 201, r.text
     r = httpx.post(
         f"{url}/v1/ingest",
@@ -271,9 +269,7 @@ def test_text_span_in_the_third_chunk_after_astral_characters(
     assert tab.errors == []
 
 
-def test_player_seeks_to_the_moment_and_pauses_at_its_end(
-    tab: Tab, world: dict[str, Any]
-) -> None:
+def test_player_seeks_to_the_moment_and_pauses_at_its_end(tab: Tab, world: dict[str, Any]) -> None:
     audio = [u for u in units_of(world["url"], "standup") if u["plane"] == "audio"]
     assert audio, "the recording made no audio Units"
     unit = max(audio, key=lambda u: u["locator"]["t_start_ms"])
@@ -304,7 +300,9 @@ def test_player_seeks_to_the_moment_and_pauses_at_its_end(
 def test_page_box_lands_where_the_locator_says(tab: Tab, world: dict[str, Any]) -> None:
     from PIL import Image
 
-    boxes = [u for u in units_of(world["url"], "drill") if (u["locator"] or {}).get("kind") == "bbox"]
+    boxes = [
+        u for u in units_of(world["url"], "drill") if (u["locator"] or {}).get("kind") == "bbox"
+    ]
     assert boxes, "the PDF made no Units with a page box"
     unit = boxes[0]
     loc = unit["locator"]
@@ -323,8 +321,12 @@ def test_page_box_lands_where_the_locator_says(tab: Tab, world: dict[str, Any]) 
     shot = Image.open(io.BytesIO(tab.page.screenshot())).convert("RGB")
     left, top, width = rect
     k = width / 612.0  # a US-letter page is 612 points wide
-    x0, y0, x1, y1 = (left + loc["box"][0] * k, top + loc["box"][1] * k,
-                      left + loc["box"][2] * k, top + loc["box"][3] * k)
+    x0, y0, x1, y1 = (
+        left + loc["box"][0] * k,
+        top + loc["box"][1] * k,
+        left + loc["box"][2] * k,
+        top + loc["box"][3] * k,
+    )
     red = [
         (x, y)
         for y in range(int(top), min(shot.height, int(top + width * 11 / 8.5)))

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import ALICE, CAROL, LiveServer, add_principal, auth, make_service
 
+from conftest import ALICE, CAROL, LiveServer, add_principal, auth, make_service
 from superchargedb.client import Client
 from superchargedb.demo import seed_principals
 from superchargedb.models.embedder import Embedder
