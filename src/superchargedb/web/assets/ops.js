@@ -23,13 +23,22 @@ function kv(obj) {
 export function opsView(main, me) {
   const ready = h("div");
   const usage = h("div");
-  const cards = [card("Readiness", ready), card("Usage and quota", usage)];
+  const jobs = h("div");
+  const cards = [card("Readiness", ready), card("Usage and quota", usage), card("Jobs", jobs)];
   clear(main, h("h2", {}, "Operations"), h("div", { class: "cards" }, cards));
   filled(ready, async () => {
     const r = await fetch("/readyz", { cache: "no-store" });
     return h("p", {}, r.ok ? "ready" : "not ready (index replay in progress)");
   });
   filled(usage, async () => kv((({ documents, units, object_bytes, media_pages, media_minutes, requests }) => ({ documents, units, object_bytes, media_pages, media_minutes, requests }))(await get("/v1/usage"))));
+  const refresh = () =>
+    filled(jobs, async () => {
+      const r = await get("/v1/jobs", { limit: 20 });
+      if (!r.jobs.length) return h("p", {}, "no jobs");
+      return h("ul", { class: "jobs" }, r.jobs.map((j) => h("li", {}, `${j.doc_id || j.kind}: ${j.state}${j.progress != null && j.state === "running" ? ` ${Math.round(j.progress * 100)} %` : ""}${j.error ? ` (${j.error})` : ""}`)));
+    });
+  refresh();
+  const timer = setInterval(() => (jobs.isConnected ? refresh() : clearInterval(timer)), 2000);
   if (!me.perms.includes("admin")) return;
   const stats = h("div");
   const audit = h("div");
