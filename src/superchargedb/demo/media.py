@@ -153,8 +153,13 @@ def seed_media(svc: Service, alice_key: str) -> dict[str, Any]:
             continue
         obj_scope = key.rsplit("/", 1)[0]
         svc.put_object(alice, key, iter([make()]), mime, obj_scope, ["eng-backend"])
-        unit = {"source_uri": key, "mime": mime, "doc_id": Path(key).stem, "scope": UNIT_SCOPE}
-        unit["acl_groups"] = ["eng-backend"]
+        unit: dict[str, Any] = {
+            "source_uri": key,
+            "mime": mime,
+            "doc_id": Path(key).stem,
+            "scope": UNIT_SCOPE,
+            "acl_groups": ["eng-backend"],
+        }
         out = svc.ingest(alice, {"units": [unit]}, UNIT_SCOPE)
         res = out["results"][0]
         if not res.get("ok"):
