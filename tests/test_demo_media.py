@@ -44,6 +44,9 @@ def test_demo_media_answer_the_spec_question(tmp_path: Path, embedder: Embedder)
         assert {r["scope"] for r in rows} == {UNIT_SCOPE}  # the keynote's object lives elsewhere
         kinds = {r["loc_kind"] for r in rows}
         assert {"time_range", "bbox"} <= kinds
+        # The PDF is its own document: the Markdown runbook is still there.
+        md = conn.execute("SELECT COUNT(*) FROM units WHERE doc_id = 'failover-runbook'")
+        assert md.fetchone()[0] >= 1
         alice = svc.authenticate("Bearer aegis_sk_alice")
         res = svc.answer(alice, {"q": QUESTION, "answer": True, "top_k": 8}, None, None)
         cited = {c["locator"]["kind"] for c in res["answer"]["citations"] if c["locator"]}

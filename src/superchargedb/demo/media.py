@@ -24,7 +24,7 @@ from ..service import Service
 log = logging.getLogger("superchargedb.demo")
 
 KEYNOTE_KEY = "acme/alpha/keynotes/q3-keynote.mp4"
-RUNBOOK_KEY = "acme/alpha/backend/failover-runbook.pdf"
+RUNBOOK_KEY = "acme/alpha/backend/runbook.pdf"  # doc_id "runbook": not the Markdown runbook
 UNIT_SCOPE = "acme/alpha/backend"
 
 # (slide title, spoken line); each slide lasts as long as its line plus a pause.
