@@ -31,6 +31,7 @@ from .gate import authenticate_request
 from .openapi import ERROR_RESPONSES, body_schema, install_openapi
 from .routes_admin import register_admin
 from .routes_docs import register_docs
+from .routes_mcp import register_mcp
 from .routes_me import register_me
 from .routes_objects import register_objects
 from .routes_stats import register_stats
@@ -364,6 +365,7 @@ def create_app(svc: Service) -> FastAPI:
     register_stats(app, svc, principal)
     register_me(app, svc, principal)
     register_ui(app, svc, principal)
+    register_mcp(app, svc)
 
     @app.get(
         "/metrics",

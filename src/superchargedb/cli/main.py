@@ -15,6 +15,7 @@ from .admin import audit_app, keys_app
 from .bench import register as register_bench
 from .importer import register as register_import
 from .maintenance import register as register_maintenance
+from .mcp import register as register_mcp
 from .remote import register as register_remote
 
 app = typer.Typer(
@@ -26,6 +27,7 @@ register_maintenance(app)
 register_remote(app)
 register_bench(app)
 register_import(app)
+register_mcp(app)
 
 
 def _is_loopback(host: str) -> bool:
