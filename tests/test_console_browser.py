@@ -249,6 +249,43 @@ def test_ask_streams_cites_and_opens_the_exact_span(tab: Tab, world: dict[str, A
     assert tab.axe() == []
 
 
+def test_a_chip_is_inert_until_its_citation_arrives(tab: Tab, world: dict[str, Any]) -> None:
+    """The server's real stream cut after its first sentence (before the citation event): [1]
+    is inert text; with the whole stream it is a button that opens the viewer. (The server
+    computes an answer before its first event, so no pause inside one stream is possible yet.)"""
+    real = httpx.post(
+        f"{world['url']}/v1/answer",
+        headers={**ALICE, "Accept": "text/event-stream"},
+        params={"scope": SCOPE},
+        json={"q": "How fast was the failover cutover?", "answer": True, "stream": True},
+    ).text
+    events = [e for e in real.split("\n\n") if e.strip()]
+    assert events[0].startswith("event: sentence") and events[1].startswith("event: citation")
+    tab.sign_in("aegis_sk_alice")
+    held: list[Any] = []
+    tab.page.route("**/v1/answer*", lambda route: held.append(route))
+    tab.page.fill("input[name=q]", "How fast was the failover cutover?")
+    tab.page.press("input[name=q]", "Enter")
+    deadline = time.time() + 10
+    while not held and time.time() < deadline:
+        tab.page.wait_for_timeout(50)
+    # Playwright cannot pause inside one body, so the check is made on the two halves.
+    held[0].fulfill(
+        status=200,
+        headers={"Content-Type": "text/event-stream"},
+        body=events[0] + "\n\n",
+    )
+    tab.page.wait_for_selector(".cite.pending")
+    assert tab.page.locator("button.cite").count() == 0
+    tab.page.locator(".cite.pending").first.click()  # nothing happens
+    assert tab.page.locator("#viewer").is_hidden()
+    tab.page.unroute("**/v1/answer*")
+    tab.ask("How fast was the failover cutover?")
+    tab.page.locator("button.cite").first.click()
+    tab.page.wait_for_selector("#viewer mark.hl")
+    assert tab.errors == []
+
+
 def test_text_span_in_the_third_chunk_after_astral_characters(
     tab: Tab, world: dict[str, Any]
 ) -> None:
