@@ -106,12 +106,14 @@ def units_of(url: str, doc_id: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[dict[str, Any]]:
     from superchargedb.demo import seed
+    from superchargedb.demo.media import seed_media
 
     d = tmp_path_factory.mktemp("console")
     svc = make_service(d / "data", embedder)
     seed(svc)
     with LiveServer(svc) as live:
         url = live.url
+        demo_jobs = seed_media(svc, "aegis_sk_alice").get("jobs", {})
         doc = emoji_document()
         r = httpx.post(
             f"{url}/v1/ingest",
@@ -128,6 +130,8 @@ def world(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Itera
         put_and_ingest(url, f"{SCOPE}/drill.pdf", pdf_bytes(), "application/pdf", "drill")
         speech = "The standup covered the failover drill. Next week we rehearse the rollback."
         put_and_ingest(url, f"{SCOPE}/standup.wav", wav_of(d, speech), "audio/wav", "standup")
+        for jid in demo_jobs.values():
+            assert wait_job(url, jid)["state"] == "done"
         yield {"url": url, "svc": svc, "doc": doc}
     svc.close()
 
@@ -225,7 +229,7 @@ def test_ask_streams_cites_and_opens_the_exact_span(tab: Tab, world: dict[str, A
     assert tab.page.locator("ol.sources li").count() >= 1
     tab.page.click("details.why summary")
     assert tab.page.locator("ol.timeline li").count() >= 3
-    tab.shot("ask")
+    tab.shot("answer")
     final = httpx.post(
         f"{world['url']}/v1/answer",
         headers=ALICE,
@@ -331,6 +335,29 @@ def test_player_seeks_to_the_moment_and_pauses_at_its_end(tab: Tab, world: dict[
     media = [s for u, s in tab.statuses if "/v1/objects/" in u]
     assert 206 in media, media
     tab.shot("player")
+    assert tab.errors == []
+
+
+def test_the_spec_question_opens_the_keynote_moment(tab: Tab, world: dict[str, Any]) -> None:
+    """The demo's headline: the spec's question cites a moment of the keynote video, and the
+    citation opens a <video> at that moment."""
+    q = "Where does the Q3 keynote demo the failover, and how fast was the cutover?"
+    tab.sign_in("aegis_sk_alice")
+    tab.ask(q)
+    final = httpx.post(
+        f"{world['url']}/v1/answer", headers=ALICE, json={"q": q, "answer": True, "top_k": 8}
+    ).json()
+    moments = [c for c in final["answer"]["citations"] if c["locator"]["kind"] == "time_range"]
+    assert moments, final["answer"]
+    c = moments[0]
+    tab.page.click(f"button.cite[data-cite='{c['index']}'] >> nth=0")
+    start = c["locator"]["t_start_ms"]
+    until(
+        tab.page,
+        "(() => { const v = document.querySelector('#viewer video');"
+        f" return v && v.readyState >= 1 && Math.abs(v.currentTime * 1000 - {start}) < 50; }})()",
+    )
+    tab.shot("keynote")
     assert tab.errors == []
 
 

@@ -16,8 +16,20 @@ async function filled(el, fn) {
   }
 }
 
+// Figures in words: {used, quota|cap} as "8 of 50", nested objects as "key value · ...".
+function fmt(v) {
+  if (v === null || v === undefined) return "none";
+  if (typeof v !== "object") return String(v);
+  if (Array.isArray(v)) return v.map(fmt).join(", ");
+  if ("used" in v && ("quota" in v || "cap" in v)) {
+    const lim = v.quota ?? v.cap;
+    return `${fmt(v.used)} of ${lim === null || lim === undefined ? "no limit" : lim}`;
+  }
+  return Object.entries(v).map(([k, x]) => `${k} ${fmt(x)}`).join(" · ");
+}
+
 function kv(obj) {
-  return h("dl", { class: "kv" }, Object.entries(obj).map(([k, v]) => [h("dt", {}, k), h("dd", {}, typeof v === "object" && v !== null ? JSON.stringify(v) : String(v))]));
+  return h("dl", { class: "kv" }, Object.entries(obj).map(([k, v]) => [h("dt", {}, k.replaceAll("_", " ")), h("dd", {}, fmt(v))]));
 }
 
 export function opsView(main, me) {
