@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..errors import SCDBError
+from ..errors import SCDBError, UnavailableError
 from ..service import Service
 from .body import send_error
 from .gate import authenticate_request
@@ -54,20 +54,26 @@ def register_mcp(app: FastAPI, svc: Service) -> None:
         return raise_for(r)
 
     mcp = build(call)
-    # A key is required on every request (a browser cannot add one), so a rebinding page
-    # gains nothing: the SDK's Host check would only refuse a server bound to another name.
-    mcp.streamable_http_app(
-        streamable_http_path="/mcp",
-        stateless_http=True,
-        json_response=True,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
-    manager = mcp.session_manager
+    running: list[Any] = []  # the session manager of the lifespan now running
+
+    def fresh_manager() -> Any:
+        # A manager runs once; a new lifespan (a test client, schemathesis) gets a new one.
+        # A key is required on every request (a browser cannot add one), so a rebinding page
+        # gains nothing: the SDK's Host check would only refuse a server bound to another name.
+        mcp.streamable_http_app(
+            streamable_http_path="/mcp",
+            stateless_http=True,
+            json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        return mcp.session_manager
 
     class Endpoint:  # an ASGI app, not a function: Starlette then passes it scope/receive/send
         async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
             try:
                 await authenticate_request(svc, scope)
+                if not running:
+                    raise UnavailableError("the MCP endpoint is not running (no lifespan)")
             except SCDBError as exc:
                 await send_error(send, exc)
                 return
@@ -76,7 +82,7 @@ def register_mcp(app: FastAPI, svc: Service) -> None:
             hdrs = [(k, v) for k, v in scope.get("headers", []) if k != b"x-scdb-mcp-client"]
             if peer:
                 hdrs.append((b"x-scdb-mcp-client", peer[0].encode()))
-            await manager.handle_request({**scope, "headers": hdrs}, receive, send)
+            await running[-1].handle_request({**scope, "headers": hdrs}, receive, send)
 
     app.router.routes.append(Route("/mcp", Endpoint(), methods=["GET", "POST", "DELETE"]))
 
@@ -84,7 +90,13 @@ def register_mcp(app: FastAPI, svc: Service) -> None:
 
     @asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
-        async with manager.run(), previous(a) as state:
-            yield state
+        manager = fresh_manager()
+        async with manager.run():
+            running.append(manager)
+            try:
+                async with previous(a) as state:
+                    yield state
+            finally:
+                running.remove(manager)
 
     app.router.lifespan_context = lifespan
