@@ -68,6 +68,9 @@ def pdf_bytes() -> bytes:
     c.drawString(72, 700, "The failover drill promotes the standby database in 0.8 seconds.")
     c.drawString(72, 400, "Rollback uses the previous DNS record and takes two minutes.")
     c.showPage()
+    c.setFont("Helvetica", 14)
+    c.drawString(72, 700, "Appendix: the drill's timeline, minute by minute.")
+    c.showPage()
     c.save()
     return buf.getvalue()
 
@@ -403,7 +406,25 @@ def test_page_box_lands_where_the_locator_says(tab: Tab, world: dict[str, Any]) 
     for got, want in zip(found, (x0, y0, x1, y1), strict=True):
         assert abs(got - want) <= 2, (found, (x0, y0, x1, y1))
     tab.shot("page-box")
-    assert tab.errors == []
+    # The next page, under the same ACL, without the box; a page past the end says so.
+    first = tab.page.evaluate("document.querySelector('#viewer img.page').src")
+    tab.page.click("#viewer button:has-text('Next page')")
+    until(
+        tab.page,
+        "(() => { const i = document.querySelector('#viewer img.page');"
+        " return i.src.endsWith('?page=2') && i.complete && i.naturalWidth > 0; })()",
+    )
+    assert tab.page.evaluate("document.querySelector('#viewer img.page').src") != first
+    tab.page.click("#viewer button:has-text('Next page')")
+    tab.page.wait_for_selector("#viewer p.error:not([hidden])")
+    assert "no page 3" in tab.page.inner_text("#viewer p.error")
+    assert tab.page.evaluate("document.querySelector('#viewer img.page').src").endswith("page=2")
+    r = httpx.get(
+        f"{world['url']}/v1/units/{unit['unit_id']}/preview",
+        params={"page": 2},
+        headers={"Authorization": "Bearer aegis_sk_carol"},
+    )
+    assert r.status_code == 404  # another tenant: the same 404 as for page 1
 
 
 def test_hostile_content_stays_text(tab: Tab, world: dict[str, Any]) -> None:

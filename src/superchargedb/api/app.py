@@ -13,7 +13,7 @@ from pathlib import PurePath
 from typing import Any
 
 import orjson
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
@@ -35,7 +35,7 @@ from .routes_mcp import register_mcp
 from .routes_me import register_me
 from .routes_objects import register_objects
 from .routes_stats import register_stats
-from .routes_ui import register_ui
+from .routes_ui import other_page, register_ui
 from .scoping import narrowed, request_scope
 
 log = logging.getLogger("superchargedb.api")
@@ -329,9 +329,11 @@ def create_app(svc: Service) -> FastAPI:
         unit_id: str,
         p: Principal = Depends(principal),
         scope: str | None = Depends(request_scope),
+        page: int | None = Query(default=None, ge=1, le=100_000),
     ) -> Response:
         # Authorized first: only then is the rendering cache consulted.
         src = await run_in_threadpool(svc.preview_source, narrowed(svc, p, scope), unit_id)
+        src = other_page(src, page)
         png = await previews.png(p.name, src)
         return Response(png, media_type="image/png", headers=PREVIEW_HEADERS)
 

@@ -8,6 +8,7 @@ script), connections and media only to this origin, and no framing (D-151).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from .. import console_sessions
 from ..errors import NotFoundError
+from ..preview import PreviewSource
 from ..service import Service
 from ..types import Principal
 from .openapi import ERROR_RESPONSES
@@ -59,6 +61,15 @@ def page_headers(suffix: str) -> dict[str, str]:
         "Cache-Control": "no-cache",
         "Cross-Origin-Opener-Policy": "same-origin",
     }
+
+
+def other_page(src: PreviewSource, page: int | None) -> PreviewSource:
+    """The viewer's previous/next page (``?page=``) of an authorized Unit's PDF: that page,
+    drawn without the box, which belongs to the Unit's own page (a page past the end is 422)."""
+    own = int((src.locator or {}).get("page") or 1)
+    if page is None or page == own or src.mime != "application/pdf":
+        return src
+    return dataclasses.replace(src, locator={"kind": "bbox", "page": page, "box": None})
 
 
 def register_ui(app: FastAPI, svc: Service, principal: PrincipalDep) -> None:

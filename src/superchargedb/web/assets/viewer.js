@@ -174,7 +174,30 @@ function boxView(body, unit, loc) {
     problem.hidden = false;
     problem.textContent = "The page image could not be loaded: you may be signed out or not allowed to read it.";
   });
-  const kids = [header(unit, loc), problem, h("div", { class: "page-wrap" }, img)];
+  // Previous/next page: the same preview route (same ACL) with ?page=; the box stays on its page.
+  let page = loc.page;
+  const where = h("span", { "aria-live": "polite" }, `page ${page}`);
+  const prev = h("button", { type: "button", disabled: page <= 1 }, "Previous page");
+  const next = h("button", { type: "button" }, "Next page");
+  const turn = (to) => {
+    const was = page;
+    page = to;
+    prev.disabled = page <= 1;
+    where.textContent = page === loc.page ? `page ${page} (the cited box)` : `page ${page}`;
+    img.alt = `Page ${page} of ${unit.source_uri}${page === loc.page ? " with the cited box" : ""}`;
+    problem.hidden = true;
+    img.onerror = () => {
+      if (page !== was) turn(was);
+      problem.hidden = false;
+      problem.textContent = `There is no page ${to} to show.`;
+      img.onerror = null;
+    };
+    img.src = page === loc.page ? unit.preview : `${unit.preview}?page=${page}`;
+  };
+  prev.addEventListener("click", () => turn(page - 1));
+  next.addEventListener("click", () => turn(page + 1));
+  const pager = h("p", { class: "pager" }, prev, " ", where, " ", next);
+  const kids = [header(unit, loc), problem, pager, h("div", { class: "page-wrap" }, img)];
   if (JSON.stringify(loc.box) !== JSON.stringify((unit.locator || {}).box)) kids.push(h("p", { class: "note" }, "The picture draws the unit's box; the citation lies inside it."));
   kids.push(h("p", { class: "unit-text" }, unit.text));
   clear(body, kids);
