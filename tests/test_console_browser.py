@@ -40,6 +40,12 @@ XSS = (
 )
 
 
+LOG = "\n".join(
+    f"2026-12-01T10:{i // 60:02d}:{i % 60:02d}Z deploy step {i} host web-{i % 7} status ok"
+    for i in range(240)
+)
+
+
 def emoji_document() -> str:
     """Paragraphs enough for several chunks, with astral-plane characters near the top."""
     head = "Launch notes 🚀 for 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 week 🎉🎉 by the platform team 👩‍💻.\n\n"
@@ -122,10 +128,12 @@ def world(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Itera
             f"{url}/v1/ingest",
             headers=ALICE,
             params={"scope": SCOPE},
+            timeout=120,
             json={
                 "units": [
                     {"text": doc, "scope": SCOPE, "doc_id": "emoji-notes"},
                     {"text": XSS, "scope": SCOPE, "doc_id": "payload"},
+                    {"text": LOG, "scope": SCOPE, "doc_id": "deploy-log", "modality": "log"},
                 ]
             },
         )
@@ -311,6 +319,50 @@ def test_text_span_in_the_third_chunk_after_astral_characters(
     tab.page.wait_for_selector("#viewer .cannot")
     assert tab.page.locator("#viewer mark").count() == 0
     assert tab.errors == []
+
+
+def test_line_range_rows_are_the_cited_lines(tab: Tab, world: dict[str, Any]) -> None:
+    second = next(u for u in units_of(world["url"], "deploy-log") if u["chunk"]["index"] == 1)
+    a = second["locator"]["start"]
+    assert second["locator"]["kind"] == "line_range"
+    lines = LOG.split("\n")
+    tab.sign_in("aegis_sk_alice")
+    tab.page.goto(f"{world['url']}/ui/units/{second['unit_id']}?loc=line_range:{a + 2}-{a + 4}")
+    tab.page.wait_for_selector("#viewer tr.hl")
+    rows = tab.page.locator("#viewer tr.hl")
+    got = [
+        (rows.nth(i).locator("td.ln").inner_text(), rows.nth(i).locator("code").inner_text())
+        for i in range(rows.count())
+    ]
+    assert got == [(str(n), lines[n - 1]) for n in range(a + 2, a + 5)]
+    assert tab.axe() == []  # the viewer open
+    assert tab.errors == []
+
+
+def test_upload_shows_progress_and_the_result(
+    tab: Tab, world: dict[str, Any], tmp_path: Path
+) -> None:
+    f = tmp_path / "release notes.txt"
+    f.write_text("Release 4.2 moves the pager rotation to Tuesdays.\n", encoding="utf-8")
+    bad = tmp_path / "empty.txt"
+    bad.write_bytes(b"")
+    tab.sign_in("aegis_sk_alice")
+    tab.page.click("#nav a[href='/ui/upload']")
+    tab.page.set_input_files("input[type=file]", [str(f), str(bad)])
+    tab.page.wait_for_selector("ul.uploads li:nth-child(2)")
+    until(
+        tab.page,
+        "[...document.querySelectorAll('ul.uploads .state')].every("
+        "s => /^(done|ingested|failed)/.test(s.textContent))",
+        60,
+    )
+    states = tab.page.locator("ul.uploads li").all_inner_texts()
+    good = next(s for s in states if s.startswith("release notes.txt"))
+    empty = next(s for s in states if s.startswith("empty.txt"))
+    assert "failed" not in good and ("done" in good or "ingested" in good), good
+    assert "failed:" in empty, empty
+    assert tab.page.evaluate("document.querySelector('ul.uploads progress').value") == 1
+    tab.shot("upload-done")
 
 
 def test_player_seeks_to_the_moment_and_pauses_at_its_end(tab: Tab, world: dict[str, Any]) -> None:
