@@ -149,3 +149,28 @@ def test_console_assets_and_what_is_not_one(client: Any) -> None:
     # Only the packaged files are ever served: a path that climbs out is just another page.
     r = client.get("/ui/assets/../../api/routes_ui.py")
     assert "register_ui" not in r.text
+
+
+def test_a_session_outlives_the_process_that_made_it(tmp_path: Path, embedder: Embedder) -> None:
+    """Sessions live in the catalog (hashed), not in a process: another API process on the
+    same catalog (here: the next one on the data dir) accepts the cookie."""
+    from fastapi.testclient import TestClient
+
+    from superchargedb.api.app import create_app
+
+    first = make_service(tmp_path / "d", embedder)
+    seed_principals(first)
+    with TestClient(create_app(first)) as c:
+        c.post("/v1/session", headers=ALICE)
+        token = c.cookies["scdb_session"]
+    first.close()
+    second = make_service(tmp_path / "d", embedder)
+    try:
+        with TestClient(create_app(second)) as c:
+            c.cookies.set("scdb_session", token)
+            r = c.get("/v1/me")
+            assert r.status_code == 200 and r.json()["name"] == "alice"
+            c.cookies.set("scdb_session", token[:-2] + "xx")
+            assert c.get("/v1/me").status_code == 401
+    finally:
+        second.close()

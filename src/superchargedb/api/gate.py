@@ -10,6 +10,8 @@ proxy forwarded (``api/transport.py``), never a header from anyone else.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +25,7 @@ from ..service import Service
 from ..types import Principal
 
 STATE_KEY = "scdb_principal"
+log = logging.getLogger("superchargedb.api")
 
 
 def client_address(scope: Scope) -> str:
@@ -56,8 +59,11 @@ def _by_session(svc: Service, token: str) -> Principal:
         svc.catalog.reader(), token, svc.settings.console_session_idle_s
     )
     if due:
-        with svc.catalog.write() as w:
-            console_sessions.touch(w, token)
+        try:
+            with svc.catalog.write() as w:
+                console_sessions.touch(w, token)
+        except (sqlite3.OperationalError, OSError):  # a full disk must not refuse reads
+            log.warning("console session last-use not recorded", exc_info=True)
     return p
 
 
