@@ -336,6 +336,15 @@ def test_line_range_rows_are_the_cited_lines(tab: Tab, world: dict[str, Any]) ->
     ]
     assert got == [(str(n), lines[n - 1]) for n in range(a + 2, a + 5)]
     assert tab.axe() == []  # the viewer open
+    tab.page.keyboard.press("Escape")
+    # The modality filter reaches the query: only the log's Units come back.
+    tab.page.click("#nav a[href='/ui/search']")
+    tab.page.select_option("select[name=modality]", "log")
+    tab.page.fill("input[name=q]", "deploy step status ok")
+    tab.page.press("input[name=q]", "Enter")
+    tab.page.wait_for_selector("li.hit")
+    uris = set(tab.page.locator("li.hit button.link").all_inner_texts())
+    assert uris == {second["source_uri"]}
     assert tab.errors == []
 
 

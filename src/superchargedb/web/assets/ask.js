@@ -5,19 +5,21 @@ import { h, clear, errorBox, labelled } from "./dom.js";
 import { stream } from "./api.js";
 import { inWords } from "./locator.js";
 import { openViewer } from "./viewer.js";
-import { scopePicker, planePicker } from "./pickers.js";
+import { scopePicker, planePicker, modalityPicker } from "./pickers.js";
 
 export function askView(main, me) {
   const q = h("input", { type: "search", name: "q", required: true, autocomplete: "off", maxlength: 4096 });
   const scope = scopePicker(me);
   const planes = planePicker();
+  const modality = modalityPicker();
   const out = h("section", { class: "answer", "aria-live": "polite", "aria-label": "Answer" });
   const form = h(
     "form",
-    { class: "ask", role: "search", on: { submit: (e) => (e.preventDefault(), ask(q.value, scope.value(), planes.value(), out)) } },
+    { class: "ask", role: "search", on: { submit: (e) => (e.preventDefault(), ask(q.value, scope.value(), planes.value(), modality.value(), out)) } },
     labelled("Question", q),
     scope.el,
     planes.el,
+    modality.el,
     h("button", { type: "submit" }, "Ask"),
   );
   clear(main, h("h2", {}, "Ask"), form, out);
@@ -41,7 +43,7 @@ function enable(out, c) {
   }
 }
 
-async function ask(text, scope, planes, out) {
+async function ask(text, scope, planes, modalities, out) {
   const sentences = h("p", { class: "sentences" });
   const sources = h("ol", { class: "sources", "aria-label": "Sources" });
   const meta = h("div", { class: "meta" });
@@ -50,6 +52,7 @@ async function ask(text, scope, planes, out) {
   const seen = new Set();
   const body = { q: text, answer: true, stream: true, top_k: 8 };
   if (planes.length) body.planes = planes;
+  if (modalities.length) body.modalities = modalities;
   try {
     await stream("/v1/answer", body, { scope }, (name, data) => {
       if (name === "sentence") {

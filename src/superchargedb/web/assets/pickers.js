@@ -24,3 +24,10 @@ export function planePicker() {
   const el = h("fieldset", { class: "planes" }, h("legend", {}, "Planes (none ticked: all)"), boxes.map((x) => x[1]));
   return { el, value: () => boxes.filter(([b]) => b.checked).map(([b]) => b.value) };
 }
+
+const MODALITIES = ["text", "markdown", "code", "log", "transcript", "image", "video_shot", "audio", "utterance", "pdf_page", "scan", "table", "figure"];
+
+export function modalityPicker() {
+  const sel = h("select", { name: "modality" }, h("option", { value: "" }, "any"), MODALITIES.map((m) => h("option", { value: m }, m.replace("_", " "))));
+  return { el: labelled("Modality", sel), value: () => (sel.value ? [sel.value] : []) };
+}

@@ -4,29 +4,32 @@ import { h, clear, errorBox, labelled, snippetNodes } from "./dom.js";
 import { post } from "./api.js";
 import { inWords } from "./locator.js";
 import { openViewer } from "./viewer.js";
-import { scopePicker, planePicker } from "./pickers.js";
+import { scopePicker, planePicker, modalityPicker } from "./pickers.js";
 
 export function searchView(main, me) {
   const q = h("input", { type: "search", name: "q", required: true, autocomplete: "off", maxlength: 4096 });
   const scope = scopePicker(me);
   const planes = planePicker();
+  const modality = modalityPicker();
   const out = h("section", { "aria-label": "Results", "aria-live": "polite" });
   const form = h(
     "form",
-    { role: "search", on: { submit: (e) => (e.preventDefault(), run(q.value, scope.value(), planes.value(), out)) } },
+    { role: "search", on: { submit: (e) => (e.preventDefault(), run(q.value, scope.value(), planes.value(), modality.value(), out)) } },
     labelled("Search", q),
     scope.el,
     planes.el,
+    modality.el,
     h("button", { type: "submit" }, "Search"),
   );
   clear(main, h("h2", {}, "Search"), form, out);
   q.focus();
 }
 
-async function run(q, scope, planes, out) {
+async function run(q, scope, planes, modalities, out) {
   clear(out, h("p", {}, "Searching…"));
   const body = { q, top_k: 20 };
   if (planes.length) body.planes = planes;
+  if (modalities.length) body.modalities = modalities;
   try {
     const r = await post("/v1/search", body, { scope });
     const items = r.hits.map((hit, i) => {
