@@ -34,6 +34,7 @@ from .routes_docs import register_docs
 from .routes_mcp import register_mcp
 from .routes_me import register_me
 from .routes_objects import register_objects
+from .routes_session import register_session
 from .routes_stats import register_stats
 from .routes_ui import other_page, register_ui
 from .scoping import narrowed, request_scope
@@ -366,7 +367,8 @@ def create_app(svc: Service) -> FastAPI:
     register_objects(app, svc, principal)
     register_stats(app, svc, principal)
     register_me(app, svc, principal)
-    register_ui(app, svc, principal)
+    register_session(app, svc, principal)
+    register_ui(app)
     register_mcp(app, svc)
 
     @app.get(

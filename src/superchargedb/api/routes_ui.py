@@ -1,4 +1,4 @@
-"""The web console's routes: its static files on ``/`` and ``/ui/...``, and its session.
+"""The web console's routes: its static files on ``/`` and ``/ui/...``.
 
 The files are plain package data (``superchargedb/web``), read once at start-up, so a path
 can only ever name one of them. Every console page is the same ``index.html`` (the ES modules
@@ -10,22 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
-from .. import console_sessions
 from ..errors import NotFoundError
 from ..preview import PreviewSource
-from ..service import Service
-from ..types import Principal
-from .openapi import ERROR_RESPONSES
-
-PrincipalDep = Callable[..., Awaitable[Principal]]
 
 WEB = Path(__file__).resolve().parent.parent / "web"
 CSP = (
@@ -72,7 +63,7 @@ def other_page(src: PreviewSource, page: int | None) -> PreviewSource:
     return dataclasses.replace(src, locator={"kind": "bbox", "page": page, "box": None})
 
 
-def register_ui(app: FastAPI, svc: Service, principal: PrincipalDep) -> None:
+def register_ui(app: FastAPI) -> None:
     index = (WEB / "index.html").read_bytes()
     assets = _load()
 
@@ -93,45 +84,3 @@ def register_ui(app: FastAPI, svc: Service, principal: PrincipalDep) -> None:
                 raise NotFoundError("no such console file")
             return Response(body, headers=page_headers(Path(name).suffix))
         return page()
-
-    s = svc.settings
-
-    def cookie(request: Request, value: str, max_age: int) -> str:
-        # Secure whenever the page came over TLS; a plain-HTTP loopback console still works.
-        secure = "; Secure" if request.url.scheme == "https" else ""
-        return (
-            f"{console_sessions.COOKIE}={value}; Path=/v1/; Max-Age={max_age}; HttpOnly;"
-            f" SameSite=Strict{secure}"
-        )
-
-    @app.post("/v1/session", tags=["auth"], responses=ERROR_RESPONSES.subset(401))
-    async def sign_in(
-        request: Request, response: Response, p: Principal = Depends(principal)
-    ) -> Any:
-        def make() -> str:
-            with svc.catalog.write() as w:
-                return console_sessions.create(w, p, s.console_session_max_s)
-
-        token = await run_in_threadpool(make)
-        response.headers["Set-Cookie"] = cookie(request, token, s.console_session_max_s)
-        return {
-            "principal": p.name,
-            "idle_s": s.console_session_idle_s,
-            "max_s": s.console_session_max_s,
-        }
-
-    @app.delete("/v1/session", tags=["auth"], responses=ERROR_RESPONSES.subset(401))
-    async def sign_out(
-        request: Request, response: Response, p: Principal = Depends(principal)
-    ) -> Any:
-        token = console_sessions.cookie_of(request.scope.get("headers", []))
-
-        def drop() -> bool:
-            if token is None:
-                return False
-            with svc.catalog.write() as w:
-                return console_sessions.end(w, token, p.id)
-
-        ended = await run_in_threadpool(drop)
-        response.headers["Set-Cookie"] = cookie(request, "", 0)
-        return {"ended": ended}
