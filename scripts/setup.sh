@@ -12,6 +12,7 @@ declare -A pkgs=(
   [ffprobe]=ffmpeg
   [espeak-ng]=espeak-ng
   [redis-server]=redis-server
+  [chromium]=chromium  # the console's browser tests (Playwright drives it; never a download)
 )
 need=()
 for cmd in "${!pkgs[@]}"; do
@@ -31,4 +32,5 @@ fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # [redis]: the client for the shared rate-limit store (SCDB_REDIS_URL; tests/test_ratelimit_redis.py)
-.venv/bin/python -m pip install -q -e '.[dev,redis]'
+# [console]: Playwright for the console's browser tests (tests/test_console_browser.py)
+.venv/bin/python -m pip install -q -e '.[dev,redis,console]'

@@ -326,6 +326,35 @@ class IngestResult:
 
 
 @dataclass(frozen=True)
+class Me:
+    """``GET /v1/me``: the caller's identity, grants and quota (``quota`` as the server sends
+    it: ``documents`` used/quota, object bytes, media pages and minutes used/cap)."""
+
+    name: str
+    perms: tuple[str, ...]
+    tier: str
+    scopes: tuple[str, ...]
+    active_scope: str
+    groups: tuple[str, ...]
+    quota: Json
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> Me:
+        return _make(
+            cls,
+            d,
+            perms=_tuple(d.get("perms")),
+            scopes=_tuple(d.get("scopes")),
+            groups=_tuple(d.get("groups")),
+            quota=d.get("quota") or {},
+        )
+
+    def may(self, perm: str) -> bool:
+        return perm in self.perms
+
+
+@dataclass(frozen=True)
 class UnitRecord:
     """``GET /v1/units/{id}`` and listings; times are epoch ms."""
 
@@ -556,6 +585,10 @@ def build_answer(q: str, opts: QueryOptions, stream: bool = False) -> Req:
     return build_query("/v1/answer", q, opts, answer=True, stream=stream)
 
 
+def build_me() -> Req:
+    return Req("GET", "/v1/me")
+
+
 def build_get_unit(unit_id: str) -> Req:
     return Req("GET", f"/v1/units/{_seg(unit_id)}")
 
@@ -758,6 +791,10 @@ class Client(_Base):
 
     def get_unit(self, unit_id: str) -> UnitRecord:
         return UnitRecord.from_json(self._call(build_get_unit(unit_id)))
+
+    def me(self) -> Me:
+        """Who this key is: perms, tier, granted and active scope, groups, quota."""
+        return Me.from_json(self._call(build_me()))
 
     def put_object(
         self,
@@ -965,6 +1002,9 @@ class AsyncClient(_Base):
 
     async def get_unit(self, unit_id: str) -> UnitRecord:
         return UnitRecord.from_json(await self._call(build_get_unit(unit_id)))
+
+    async def me(self) -> Me:
+        return Me.from_json(await self._call(build_me()))
 
     async def put_object(
         self,

@@ -120,6 +120,10 @@ class Settings(BaseSettings):
     rate_ip_burst: float = 400.0
     rate_auth_fail_per_min: float = 30.0
     cors_origins: str = ""  # comma-separated allowed origins; empty = CORS off
+    # Console sessions (console_sessions.py): the cookie <img>/<audio>/<video> send on GETs;
+    # ended after this long without a request, and at the latest this long after sign-in.
+    console_session_idle_s: int = Field(default=1800, ge=30)
+    console_session_max_s: int = Field(default=12 * 3600, ge=60)
     # Bearer token that `GET /metrics` requires (deployment-wide figures); unset = no /metrics (404)
     metrics_token: str | None = None
     # Shared store for the buckets (redis://host:port/db); unset = in-process buckets.

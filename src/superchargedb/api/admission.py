@@ -24,7 +24,7 @@ from ..effort import measured
 from ..errors import PayloadTooLargeError, RequestTimeoutError, SCDBError
 from ..service import Service
 from .body import Body, ClientGone, check_declared, send_error
-from .gate import authenticate_request, authorization_of, client_address, tenant_of
+from .gate import authenticate_request, client_address, has_credentials, tenant_of
 
 
 class AdmissionMiddleware:
@@ -53,7 +53,7 @@ class AdmissionMiddleware:
 
     async def _share(self, scope: Scope) -> Share:
         ip = client_address(scope)
-        if authorization_of(scope) is None:  # the route answers 401 if it needs a key
+        if not has_credentials(scope):  # the route answers 401 if it needs a key
             return Share(f"addr:{ip}", f"addr:{ip}")
         await self.gate.enter(ip)
         try:

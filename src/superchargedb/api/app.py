@@ -11,7 +11,7 @@ from pathlib import PurePath
 from typing import Any
 
 import orjson
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
@@ -30,8 +30,12 @@ from .gate import authenticate_request
 from .openapi import ERROR_RESPONSES, body_schema, install_openapi
 from .routes_admin import register_admin
 from .routes_docs import register_docs
+from .routes_mcp import register_mcp
+from .routes_me import register_me
 from .routes_objects import register_objects
+from .routes_session import register_session
 from .routes_stats import register_stats
+from .routes_ui import other_page, register_ui
 from .scoping import narrowed, request_scope
 
 log = logging.getLogger("superchargedb.api")
@@ -45,7 +49,7 @@ SECURITY_HEADERS = {
 }
 # A preview is drawn for one authorized caller: no shared cache may keep it, and the browser
 # asks again each time (an ACL change applies at once; the server's render cache makes it cheap).
-PREVIEW_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization"}
+PREVIEW_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization, Cookie"}
 
 
 def _json_default(o: Any) -> Any:
@@ -320,9 +324,11 @@ def create_app(svc: Service) -> FastAPI:
         unit_id: str,
         p: Principal = Depends(principal),
         scope: str | None = Depends(request_scope),
+        page: int | None = Query(default=None, ge=1, le=100_000),
     ) -> Response:
         # Authorized first: only then is the rendering cache consulted.
         src = await run_in_threadpool(svc.preview_source, narrowed(svc, p, scope), unit_id)
+        src = other_page(src, page)
         png = await previews.png(p.name, src)
         return Response(png, media_type="image/png", headers=PREVIEW_HEADERS)
 
@@ -354,6 +360,10 @@ def create_app(svc: Service) -> FastAPI:
     register_docs(app, svc, principal, body_of)
     register_objects(app, svc, principal)
     register_stats(app, svc, principal)
+    register_me(app, svc, principal)
+    register_session(app, svc, principal)
+    register_ui(app)
+    register_mcp(app, svc)
 
     @app.get(
         "/metrics",

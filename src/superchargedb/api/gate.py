@@ -10,18 +10,22 @@ proxy forwarded (``api/transport.py``), never a header from anyone else.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Scope
 
+from .. import console_sessions
 from ..errors import AuthError
 from ..ratelimit import limited
 from ..service import Service
+from ..storage.disk import STORAGE_ERRORS
 from ..types import Principal
 
 STATE_KEY = "scdb_principal"
+log = logging.getLogger("superchargedb.api")
 
 
 def client_address(scope: Scope) -> str:
@@ -34,6 +38,33 @@ def authorization_of(scope: Scope) -> str | None:
         if name == b"authorization":
             return value.decode("latin-1")
     return None
+
+
+def session_token_of(scope: Scope) -> str | None:
+    """The console session cookie, counted only where the gate accepts it: a GET or HEAD of
+    an API route sent without a key (a key always wins; other methods need the key, D-150)."""
+    if scope.get("method") not in ("GET", "HEAD") or not scope.get("path", "").startswith("/v1/"):
+        return None
+    if authorization_of(scope) is not None:
+        return None
+    return console_sessions.cookie_of(scope.get("headers", []))
+
+
+def has_credentials(scope: Scope) -> bool:
+    return authorization_of(scope) is not None or session_token_of(scope) is not None
+
+
+def _by_session(svc: Service, token: str) -> Principal:
+    p, due = console_sessions.lookup(
+        svc.catalog.reader(), token, svc.settings.console_session_idle_s
+    )
+    if due:
+        try:
+            with svc.catalog.write() as w:
+                console_sessions.touch(w, token)
+        except STORAGE_ERRORS:  # a full disk must not refuse reads
+            log.warning("console session last-use not recorded", exc_info=True)
+    return p
 
 
 async def authenticate_request(svc: Service, scope: Scope) -> Principal:
@@ -60,7 +91,11 @@ async def authenticate_request(svc: Service, scope: Scope) -> Principal:
         if wait:  # too many bad keys from here: refuse before looking anything up
             raise limited(wait, "failed authentications")
     try:
-        p = await run_in_threadpool(svc.authenticate, authorization_of(scope))
+        token = session_token_of(scope)
+        if token is not None:
+            p = await run_in_threadpool(_by_session, svc, token)
+        else:
+            p = await run_in_threadpool(svc.authenticate, authorization_of(scope))
     except AuthError:
         if fail_rate > 0:
             await call(lim.take, f"authfail:{ip}", fail_rate, s.rate_auth_fail_per_min)

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -14,6 +15,7 @@ from .admin import audit_app, keys_app
 from .bench import register as register_bench
 from .importer import register as register_import
 from .maintenance import register as register_maintenance
+from .mcp import register as register_mcp
 from .remote import register as register_remote
 
 app = typer.Typer(
@@ -25,6 +27,7 @@ register_maintenance(app)
 register_remote(app)
 register_bench(app)
 register_import(app)
+register_mcp(app)
 
 # Commands that do not run a server or open a data dir: the HTTP client and the bench runner.
 _NOT_SERVER = frozenset({"ask", "ingest", "bench"})
@@ -110,6 +113,7 @@ def serve(
             out = seed(svc)
             n = sum(r["ingested"] for r in out.values())
             typer.echo(f"demo: principals alice/bob/carol ready, {n} new Units ingested")
+            _demo_media(svc)
         from ..memstats import freeze_heap
 
         freeze_heap()  # the open Service's objects: out of every later full collection's walk
@@ -144,6 +148,25 @@ def worker(
     finally:
         ctx.close()
     typer.echo(f"worker: {n} jobs run")
+
+
+def _demo_media(svc: Any) -> None:
+    """The keynote video and runbook PDF: generated and queued off the serving path, so the
+    server answers at once while their jobs run (the console's Operations view shows them)."""
+    import threading
+
+    from ..demo import PRINCIPALS
+    from ..demo.media import seed_media
+
+    def run() -> None:
+        try:
+            out = seed_media(svc, PRINCIPALS[0][1])
+        except Exception as exc:  # the demo's media are a bonus: never take the server down
+            typer.echo(f"demo media: not ingested ({exc})", err=True)
+            return
+        typer.echo(f"demo media: {out}")
+
+    threading.Thread(target=run, name="demo-media", daemon=True).start()
 
 
 @app.command()

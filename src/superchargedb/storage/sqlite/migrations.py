@@ -248,6 +248,21 @@ UPDATE units SET object_sha = (SELECT o.sha256 FROM objects o WHERE o.key = unit
 CREATE INDEX units_object_sha ON units(object_sha);
 """
 
+# Console sessions (console_sessions.py): a browser's cookie, stored hashed, tied to the key
+# that signed in so a revoked key or a disabled principal ends it at the next request.
+M008_CONSOLE_SESSIONS = """
+CREATE TABLE console_sessions (
+  token_hash TEXT PRIMARY KEY,              -- sha256 hex of the cookie value; never the value
+  principal_id TEXT NOT NULL REFERENCES principals(id),
+  key_id TEXT NOT NULL REFERENCES api_keys(id),
+  created_at INTEGER NOT NULL,
+  last_seen_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL               -- absolute end, whatever the activity
+);
+CREATE INDEX console_sessions_key ON console_sessions(key_id);
+CREATE INDEX console_sessions_expiry ON console_sessions(expires_at);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_usage", M002_USAGE),
@@ -256,6 +271,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m005_job_lease_owner", M005_JOB_LEASE_OWNER),
     ("m006_key_issuer", M006_KEY_ISSUER),
     ("m007_object_owner", M007_OBJECT_OWNER),
+    ("m008_console_sessions", M008_CONSOLE_SESSIONS),
 ]
 
 
