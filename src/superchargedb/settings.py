@@ -238,6 +238,7 @@ NOT_SERVER_SETTINGS = frozenset(
         "SCDB_BENCH_DIR",  # superchargedb bench: the bench/ folder of a source checkout
         "SCDB_BENCH_CACHE",  # benchmarks: the embedding cache folder
         "SCDB_BENCH_TORCH",  # scripts/install_bench.sh: the CPU torch requirement
+        "SCDB_CONSOLE_SCREENSHOTS",  # tests: folder the console's browser tests save views to
         "SCDB_CRASH_MARK",  # tests: file a crash point writes its name to (faults.py)
         "SCDB_CRASH_POINTS",  # tests: which crash points the recovery test runs
         "SCDB_ISOLATION_EXAMPLES",  # tests: generated worlds of the isolation property tests
