@@ -275,15 +275,21 @@ class DocumentsMixin:
             units.append(u)
         return self.ingestor.ingest(principal, units, header_scope, "replace")
 
+    def documents_used(self, principal: Principal) -> int:
+        """Documents the principal created (what its document quota counts)."""
+        return int(
+            self.catalog.reader()
+            .execute("SELECT COUNT(*) FROM docs WHERE created_by = ?", (principal.name,))
+            .fetchone()[0]
+        )
+
     def usage(
         self, principal: Principal, t_from: int | None = None, t_to: int | None = None
     ) -> dict[str, Any]:
         if not principal.has("read"):
             raise ForbiddenError("the read permission is required")
         conn = self.catalog.reader()
-        used = conn.execute(
-            "SELECT COUNT(*) FROM docs WHERE created_by = ?", (principal.name,)
-        ).fetchone()[0]
+        used = self.documents_used(principal)
         per_plane = {p: 0 for p in PLANES}
         chars = 0
         for r in conn.execute(

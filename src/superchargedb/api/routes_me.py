@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from ..auth.admin import principal_dict
 from ..service import Service
 from ..types import Principal
 from .openapi import ERROR_RESPONSES
@@ -20,17 +21,13 @@ PrincipalDep = Callable[..., Awaitable[Principal]]
 
 
 def describe(svc: Service, p: Principal) -> dict[str, Any]:
-    conn = svc.catalog.reader()
-    used = conn.execute("SELECT COUNT(*) FROM docs WHERE created_by = ?", (p.name,)).fetchone()[0]
+    me = principal_dict(p)
+    for internal in ("doc_quota", "disabled"):  # the quota is shown with its use below
+        me.pop(internal, None)
     return {
-        "name": p.name,
-        "perms": sorted(p.perms),
-        "tier": p.tier,
-        "scopes": list(p.scopes),
-        "active_scope": p.active_scope,
-        "groups": sorted(p.groups),
+        **me,
         "quota": {
-            "documents": {"used": int(used), "quota": p.doc_quota},
+            "documents": {"used": svc.documents_used(p), "quota": p.doc_quota},
             **svc.object_usage(p),
         },
     }
