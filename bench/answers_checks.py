@@ -1,0 +1,117 @@
+"""Tune the answer checks (``answer/checks.py``, ``answer/choose.py``) offline on saved records.
+
+Reads the JSON lines of ``bench/answers.py --min-score=-1e9 --save-records FILE`` (every
+request's hits, refusal off), re-runs the library's localizer in-process on them, and replays
+the shipped answerability rule followed by the checks for a grid of their parameters. Prints,
+per half, false refusals, answers containing the gold answer, near-miss ok / wrong (worst
+offset) and out-of-scope refusal. Choose on CALIBRATION; REPORT is printed for the record.
+
+    .venv/bin/python bench/answers_checks.py RECORDS.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from answers_metrics import contains
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def localize_all(rows: list[dict[str, Any]]) -> None:
+    import superchargedb  # noqa: F401  (onnxruntime before usearch)
+    from superchargedb.answer.localize import Localizer
+    from superchargedb.models.embedder import make_embedder
+    from superchargedb.settings import Settings
+
+    s = Settings()
+    loc = Localizer(make_embedder(s.embedder, max_tokens=s.embed_max_tokens))
+    for r in rows:
+        r["evidence"] = loc.localize(r["question"], r["hits"][:5])
+
+
+def replay(rows: list[dict[str, Any]], **params: Any) -> dict[str, dict[str, Any]]:
+    from superchargedb.answer.answerability import decide
+    from superchargedb.answer.choose import choose
+    from superchargedb.answer.extractive import extract
+    from superchargedb.answer.question import analyze
+
+    out: dict[str, dict[str, Any]] = {}
+    agg: dict[str, Counter[str]] = defaultdict(Counter)
+    near: dict[tuple[str, int], Counter[str]] = defaultdict(Counter)
+    codes: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in rows:
+        ev = r["evidence"]
+        d = decide(ev)
+        text = None
+        if d.answerable and d.best is not None:
+            pick = choose(analyze(r["question"]), ev, d.best, **params)
+            if pick.candidate is not None:
+                draft = extract(pick.candidate, ev)
+                text = " ".join(s.text for s in draft.sentences)
+                docs = [r["hits"][s.passages[0] - 1]["doc_id"] for s in draft.sentences]
+            else:
+                codes[r["half"]][f"{r['kind']}:{pick.verdict.code}"] += 1
+        else:
+            codes[r["half"]][f"{r['kind']}:no_evidence"] += 1
+        c = agg[r["half"]]
+        k = r["kind"]
+        c[f"{k}_n"] += 1
+        if text is None:
+            c[f"{k}_refused"] += 1
+            if k == "near":
+                near[(r["half"], r["offset"])]["ok"] += 1
+            continue
+        gold = contains(text, r["gold"])
+        c[f"{k}_gold"] += gold
+        if k == "in":
+            c["in_cited"] += r["gold_doc"] in docs
+        if k == "near":
+            near[(r["half"], r["offset"])]["ok" if gold else "wrong"] += 1
+    for h, c in agg.items():
+        offs = {o: v for (hh, o), v in near.items() if hh == h}
+        ok = [v["ok"] / (v["ok"] + v["wrong"]) for v in offs.values()]
+        wrong = [v["wrong"] / (v["ok"] + v["wrong"]) for v in offs.values()]
+        out[h] = {
+            "FR": round(c["in_refused"] / c["in_n"], 3),
+            "gold": round(c["in_gold"] / c["in_n"], 3),
+            "recall": round(c["in_cited"] / c["in_n"], 3),
+            "near_ok": round(min(ok, default=0), 3),
+            "near_wrong": round(max(wrong, default=0), 3),
+            "oos": round(c["oos_refused"] / max(1, c["oos_n"]), 3),
+            "codes": dict(codes[h]),
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("records", type=Path)
+    ap.add_argument("--grid", default="focus_min=0.3,0.4,0.5,0.6;margin=0,0.1,0.2,0.3")
+    args = ap.parse_args(argv)
+    rows = load(args.records)
+    localize_all(rows)
+    grid: list[tuple[str, list[float]]] = []
+    for part in args.grid.split(";"):
+        name, vals = part.split("=")
+        grid.append((name, [float(v) for v in vals.split(",")]))
+    combos: list[dict[str, float]] = [{}]
+    for name, vals in grid:
+        combos = [{**c, name: v} for c in combos for v in vals]
+    for p in combos:
+        res = replay(rows, **p)
+        print(json.dumps({"params": p, **{h: res[h] for h in sorted(res)}}))
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

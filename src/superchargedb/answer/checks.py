@@ -1,0 +1,106 @@
+"""Does a sentence answer the question, not only match its topic? (DECISIONS 161)
+
+A sentence (with the sentences it chains to) answers when it states the asked type (a name for
+who/where/which company, a date for when, a number for how many; one of the two options for a
+choice) and the asked focus ("tackle leader", "second largest oil producer"): enough of the
+focus's rarity weight, its head noun among it. Otherwise the answer is refused with a stable
+code:
+
+* ``no_evidence``: nothing in scope matches the question well enough (the answerability model);
+* ``type_mismatch``: the best sentences hold nothing of the asked type;
+* ``focus_missing``: they hold the type, but not about what was asked;
+* ``chain_incomplete``: the question needs a second fact (a bridge) and no retrieved sentence
+  about the bridge states it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from . import terms as T
+from .question import QuestionInfo
+
+CODES = ("no_evidence", "type_mismatch", "focus_missing", "chain_incomplete")
+# Chosen on the XQuAD CALIBRATION half (bench/answers_checks.py): the share of the focus's
+# rarity weight a sentence must hold.
+FOCUS_MIN = 0.5
+_TOKEN = re.compile(r"[\w'’.-]+")
+_YEARISH = re.compile(r"\d{3,4}s?|\d{1,2}(?:st|nd|rd|th)")
+_OPENERS = frozenset(
+    """the a an in on at by for from with during after before since as it this that these those
+    its his her their he she they we there however although when while if although during
+    according""".split()  # noqa: SIM905 (a word list reads better)
+)
+_NAME_KINDS = frozenset({"person", "place", "org"})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    answers: bool
+    code: str | None = None
+    reason: str = ""
+
+
+def _new_tokens(question: str, text: str) -> list[tuple[int, str]]:
+    asked = {w.lower() for w in re.findall(r"\w+", question)}
+    toks = _TOKEN.findall(text)
+    return [(k, w) for k, w in enumerate(toks) if w.lower().strip(".'’") not in asked]
+
+
+def has_type(info: QuestionInfo, text: str) -> bool:
+    """Whether ``text`` holds something of the asked type the question does not already say."""
+    kind = info.qtype
+    if kind in ("yesno", "thing", "other"):
+        return True
+    if kind == "choice":
+        return mentions_option(info, text)
+    new = _new_tokens(info.text, text)
+    if kind == "num":
+        return any(
+            any(c.isdigit() for c in w) or w.lower().strip(".") in T._NUMBER_WORDS for _, w in new
+        )
+    if kind == "date":
+        return any(
+            _YEARISH.fullmatch(w.strip(".,"))
+            or w.lower().strip(".") in T._MONTHS | {"century", "decade", "centuries"}
+            for _, w in new
+        )
+    # a name: a capitalised word that is not a sentence opener like "The" or "In"
+    return any(w[:1].isupper() and w.lower() not in _OPENERS for _, w in new)
+
+
+def mentions_option(info: QuestionInfo, text: str) -> bool:
+    stems = T.text_stems(text)
+    for opt in info.options:
+        words = [w for w in T.question_terms(opt)] or opt.lower().split()
+        if words and T.weighted_coverage(words, stems) >= 0.5:
+            return True
+    return False
+
+
+def focus_coverage(info: QuestionInfo, text: str) -> float:
+    """Rarity-weighted share of the focus's terms in ``text`` (1.0 without a focus)."""
+    if not info.focus:
+        return 1.0
+    return T.weighted_coverage(list(info.focus), T.text_stems(text))
+
+
+def verdict(
+    info: QuestionInfo, sentence: str, chain: Sequence[str] = (), focus_min: float = FOCUS_MIN
+) -> Verdict:
+    """Whether ``sentence`` (with the ``chain`` sentences it leads to) answers ``info``."""
+    text = " ".join([sentence, *chain])
+    if not has_type(info, text):
+        what = "one of the two options" if info.qtype == "choice" else f"a {info.qtype}"
+        return Verdict(False, "type_mismatch", f"the evidence states no {what}: it was asked")
+    cov = focus_coverage(info, text)
+    if cov < focus_min:
+        return Verdict(
+            False,
+            "focus_missing",
+            f"the evidence does not state the asked {' '.join(info.focus)!r}"
+            f" (focus coverage {cov:.2f} < {focus_min:.2f})",
+        )
+    return Verdict(True)

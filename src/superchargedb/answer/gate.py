@@ -1,0 +1,128 @@
+"""The answer gate: what an answer may rest on, or why it is refused (DECISIONS 161-164).
+
+Fed what the pipeline already has (the question, the localized evidence, the answerability
+decision) and two callables (the pipeline's own search, same scope and ACL filter, and its
+localizer), it returns one of:
+
+* a refusal with a stable code (``checks.CODES``) and a reason;
+* the candidate sentence a single-fact answer rests on (the synthesizers take it from there);
+* a finished extractive draft: a chain (``[1]`` the first fact, ``[2]`` the hop's) or a
+  compound question's parts, each answered and cited, the unanswered ones named.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .answerability import Decision
+from .chain import Localize, Search, follow
+from .checks import verdict
+from .choose import choose, ranked
+from .compose import Draft, Sentence
+from .localize import Candidate, Evidence
+from .question import QuestionInfo, analyze
+from .support import Support
+
+
+@dataclass
+class Gate:
+    best: Candidate | None = None
+    draft: Draft | None = None
+    extra: list[Evidence] = field(default_factory=list)  # hop passages, numbered after the first
+    code: str | None = None
+    reason: str = ""
+    notes: list[str] = field(default_factory=list)  # the hops, for the trace
+    unanswered: list[str] = field(default_factory=list)  # compound parts left unanswered
+    hop_ms: float = 0.0
+
+
+def quote(c: Candidate) -> Sentence:
+    span = (c.start, c.end)
+    return Sentence(c.text, [c.n], Support(True, 1.0), span, {c.n: span}, quoted=True)
+
+
+def gate(
+    info: QuestionInfo,
+    evidence: list[Evidence],
+    decision: Decision,
+    search: Search,
+    localize: Localize,
+    max_hops: int,
+) -> Gate:
+    if not decision.answerable or decision.best is None:
+        return Gate(code="no_evidence", reason=decision.reason)
+    if info.parts:
+        return _compound(info, evidence, decision, localize)
+    pick = choose(info, evidence, decision.best)
+    if pick.candidate is not None:
+        return Gate(best=pick.candidate)
+    g = Gate(code=pick.verdict.code, reason=pick.verdict.reason)
+    if max_hops <= 0:
+        return g
+    t = time.perf_counter()
+    chain = follow(info, evidence, ranked(evidence)[:2], search, localize, max_hops)
+    g.hop_ms = (time.perf_counter() - t) * 1000
+    if chain is None:
+        g.notes.append("no bridge entity: no hop")
+        return g
+    g.notes = chain.notes
+    if chain.second is None:
+        g.code = "chain_incomplete"
+        g.reason = f"{pick.verdict.reason}; and no second retrieval stated it"
+        return g
+    d = Draft(sentences=[quote(chain.first), quote(chain.second)])
+    return Gate(draft=d, extra=chain.hop_evidence, notes=chain.notes, hop_ms=g.hop_ms)
+
+
+def _compound(
+    info: QuestionInfo, evidence: list[Evidence], decision: Decision, localize: Localize
+) -> Gate:
+    """Each part localized over the same hits and answered by its own sentence."""
+    hits = [e.hit for e in evidence]
+    d = Draft()
+    unanswered: list[str] = []
+    used: set[tuple[int, int]] = set()
+    for part in info.parts:
+        part_ev = localize(part, hits)
+        cands = ranked(part_ev)
+        pi = analyze(part)
+        pick = choose(pi, part_ev, cands[0]) if cands else None
+        c = pick.candidate if pick else None
+        if c is None:
+            unanswered.append(part)
+        elif (c.n, c.start) not in used:  # two parts answered by one sentence: quoted once
+            d.sentences.append(quote(c))
+            used.add((c.n, c.start))
+    if not d.sentences:
+        return Gate(code="focus_missing", reason="no part of the question is answered")
+    return Gate(draft=d, unanswered=unanswered)
+
+
+def annotate(answer: dict[str, Any], info: QuestionInfo) -> None:
+    """The recognized question and, per sentence, whether it answers it (a UI shows both)."""
+    answer["question"] = info.to_json()
+    infos = [analyze(p) for p in info.parts] or [info]
+    sents = answer.get("sentences") or []
+    texts = [s["text"] for s in sents]
+    for i, s in enumerate(sents):
+        # A chain's sentences answer together: each is judged with the others as its chain.
+        chain = texts[:i] + texts[i + 1 :]
+        s["answers_question"] = any(
+            verdict(pi, s["text"]).answers
+            or verdict(pi, s["text"], chain).answers
+            and len(sents) > 1
+            for pi in infos
+        )
+
+
+def answers_nothing(info: QuestionInfo, sentence: str) -> str | None:
+    """Why a model's (supported) sentence does not state what was asked, or None when it does
+    (for a compound question: any of its parts)."""
+    infos = [analyze(p) for p in info.parts] or [info]
+    verdicts = [verdict(pi, sentence) for pi in infos]
+    if any(v.answers for v in verdicts):
+        return None
+    v = verdicts[0]
+    return f"{v.code}: {v.reason}"
