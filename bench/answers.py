@@ -88,6 +88,7 @@ DATA = Path("/work/shared/eval/xquad-en")
 SCOPE = "acme/alpha/xquad"
 KEY = "aegis_sk_alice"
 INGEST_BATCH = 48
+UNIT_DOC: dict[str, str] = {}  # unit_id -> doc_id of what was ingested (hop citations)
 THRESHOLD_ENV = "SCDB_ANSWER_MIN_SCORE"
 # Near miss: every fifth paragraph (corpus order) left out, its article's others kept: the store
 # has the topic, not the fact. Each question is asked once, at the offset that removes its own.
@@ -219,6 +220,9 @@ def ingest(client: httpx.Client, ds: Dataset) -> dict[str, Any]:
             for d, res in zip(batch, r.json()["results"], strict=True):
                 if not res.get("ok"):
                     raise RuntimeError(f"ingest of {d} failed: {res.get('error')}")
+                for u in res.get("unit_ids") or [res.get("unit_id")]:
+                    if u:
+                        UNIT_DOC[u] = d
                 n = len(res.get("unit_ids") or []) or 1
                 stored += n
                 chunked += n > 1
@@ -365,7 +369,7 @@ def run_server(
 
 
 def as_served(r: Record) -> Outcome:
-    return outcome_of(r.response["answer"], r.hits)
+    return outcome_of(r.response["answer"], r.hits, UNIT_DOC)
 
 
 def environment(startup_s: float) -> dict[str, Any]:
@@ -454,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
         ds, plan, env, args.data_dir, args.port, in_process_localize=args.calibrate
     )
 
+    if args.save_records is not None:  # first: a report that fails to render keeps the data
+        save_records(args.save_records, records, as_served)
     by_half = {h: [r for r in records if r.half == h] for h in ("calibration", "report")}
     comparisons: dict[str, dict[str, Any]] = {}
     calibration: dict[str, Any] | None = None
@@ -535,8 +541,6 @@ def main(argv: list[str] | None = None) -> int:
         "failures": {k: v[:MAX_EXAMPLES] for k, v in report_fails.items()},
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.save_records is not None:  # first: a report that fails to render keeps the data
-        save_records(args.save_records, records, get)
     local = args.out / "answers_local.json"
     (args.out / "answers.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     (args.out / "answers.md").write_text(

@@ -390,7 +390,8 @@ def failure_summary(
             1
             for e in fails["wrong_citation_localize"] + fails["wrong_citation_retrieval"]
             if e["cited_docs"]
-            and e["gold_doc"].rsplit("_", 1)[0] in {d.rsplit("_", 1)[0] for d in e["cited_docs"]}
+            and e["gold_doc"].rsplit("_", 1)[0]
+            in {d.rsplit("_", 1)[0] for d in e["cited_docs"] if d}
         )
         n_wrong = counts["wrong_citation_localize"] + counts["wrong_citation_retrieval"]
         if n_wrong:

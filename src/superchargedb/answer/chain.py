@@ -47,7 +47,7 @@ def bridges(question: str, sentence: str) -> list[str]:
     asked = T.text_stems(question)
     out: list[str] = []
     for m in _NAME.finditer(sentence):
-        name = m.group(1).strip()
+        name = m.group(1).strip().rstrip(".,;:")
         words = name.split()
         while words and words[0] in _OPENERS:
             words.pop(0)

@@ -82,9 +82,9 @@ def mentions_option(info: QuestionInfo, text: str) -> bool:
 
 def focus_coverage(info: QuestionInfo, text: str) -> float:
     """Rarity-weighted share of the focus's terms in ``text`` (1.0 without a focus)."""
-    if not info.focus:
+    if not info.focus_terms:
         return 1.0
-    return T.weighted_coverage(list(info.focus), T.text_stems(text))
+    return T.weighted_coverage(list(info.focus_terms), T.text_stems(text))
 
 
 def verdict(
@@ -100,7 +100,7 @@ def verdict(
         return Verdict(
             False,
             "focus_missing",
-            f"the evidence does not state the asked {' '.join(info.focus)!r}"
+            f"the evidence does not state the asked {' '.join(info.focus_terms)!r}"
             f" (focus coverage {cov:.2f} < {focus_min:.2f})",
         )
     return Verdict(True)

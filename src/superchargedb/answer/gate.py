@@ -20,6 +20,7 @@ from .answerability import Decision
 from .chain import Localize, Search, follow
 from .checks import verdict
 from .choose import choose, ranked
+from .compare import compare
 from .compose import Draft, Sentence
 from .localize import Candidate, Evidence
 from .question import QuestionInfo, analyze
@@ -55,6 +56,22 @@ def gate(
         return Gate(code="no_evidence", reason=decision.reason)
     if info.parts:
         return _compound(info, evidence, decision, localize)
+    if info.options and info.qtype in ("choice", "yesno"):
+        t = time.perf_counter()
+        sides = compare(info, evidence, search, localize, max_hops)
+        ms = (time.perf_counter() - t) * 1000
+        if sides.lead is not None:
+            cites = list(dict.fromkeys(c.n for c in sides.facts))
+            d = Draft(sentences=[Sentence(sides.lead, cites, Support(True, 1.0))])
+            for c in {(c.n, c.start): c for c in sides.facts}.values():
+                d.sentences.append(quote(c))
+            return Gate(draft=d, extra=sides.extra, notes=sides.notes, hop_ms=ms)
+        return Gate(
+            code="chain_incomplete",
+            reason="a side of the comparison has no fact, or the facts do not decide it",
+            notes=sides.notes,
+            hop_ms=ms,
+        )
     pick = choose(info, evidence, decision.best)
     if pick.candidate is not None:
         return Gate(best=pick.candidate)

@@ -68,6 +68,15 @@ class QuestionInfo:
     def head(self) -> str | None:
         return self.focus[-1] if self.focus else None
 
+    @property
+    def focus_terms(self) -> tuple[str, ...]:
+        """The focus a sentence must state: without a head that only names the asked type
+        ("what *year*", "which *company*": the type check stands for it)."""
+        h = self.head
+        if h is not None and (h in _NAMED or h.rstrip("s") in _NAMED):
+            return self.focus[:-1]
+        return self.focus
+
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"type": self.qtype, "focus": " ".join(self.focus)}
         if self.options:
