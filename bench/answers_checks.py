@@ -38,8 +38,16 @@ def localize_all(rows: list[dict[str, Any]]) -> None:
         r["evidence"] = loc.localize(r["question"], r["hits"][:5])
 
 
-def replay(rows: list[dict[str, Any]], **params: Any) -> dict[str, dict[str, Any]]:
-    from superchargedb.answer.answerability import decide
+def replay(
+    rows: list[dict[str, Any]],
+    min_score: float | None = None,
+    check_min: float | None = None,
+    **params: Any,
+) -> dict[str, dict[str, Any]]:
+    """The gate (answer/gate.py) without hops, replayed: refuse below ``min_score``; a best
+    sentence failing a check answers only at ``check_min`` or above."""
+    from superchargedb.answer.answerability import MIN_SCORE, Rule, decide
+    from superchargedb.answer.checks import CHECK_MIN_SCORE
     from superchargedb.answer.choose import choose
     from superchargedb.answer.extractive import extract
     from superchargedb.answer.question import analyze
@@ -50,12 +58,14 @@ def replay(rows: list[dict[str, Any]], **params: Any) -> dict[str, dict[str, Any
     codes: dict[str, Counter[str]] = defaultdict(Counter)
     for r in rows:
         ev = r["evidence"]
-        d = decide(ev)
+        d = decide(ev, Rule(min_score=MIN_SCORE if min_score is None else min_score))
+        bar = CHECK_MIN_SCORE if check_min is None else check_min
         text = None
         if d.answerable and d.best is not None:
             pick = choose(analyze(r["question"]), ev, d.best, **params)
-            if pick.candidate is not None:
-                draft = extract(pick.candidate, ev)
+            cand = pick.candidate or (d.best if d.score >= bar else None)
+            if cand is not None:
+                draft = extract(cand, ev)
                 text = " ".join(s.text for s in draft.sentences)
                 docs = [r["hits"][s.passages[0] - 1]["doc_id"] for s in draft.sentences]
             else:
@@ -95,7 +105,10 @@ def replay(rows: list[dict[str, Any]], **params: Any) -> dict[str, dict[str, Any
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("records", type=Path)
-    ap.add_argument("--grid", default="focus_min=0.3,0.4,0.5,0.6;margin=0,0.1,0.2,0.3")
+    ap.add_argument(
+        "--grid",
+        default="min_score=-0.2,0,0.2,0.4;check_min=0,1,1.5,2,2.5,1e9;focus_min=0.5;margin=0,0.1",
+    )
     args = ap.parse_args(argv)
     rows = load(args.records)
     localize_all(rows)

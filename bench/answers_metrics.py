@@ -206,7 +206,7 @@ def score(
             oos_refused += 1
         else:
             fails["oos_answered"].append(example(ds, r, o))
-    near = near_miss(pairs, fails)
+    near = near_miss(ds, pairs, fails)
     n_in = len(ins)
     m: dict[str, Any] = {
         "citation_recall": _share(recall_hits, n_in),
@@ -246,7 +246,7 @@ def score(
 
 
 def near_miss(
-    pairs: Sequence[tuple[Any, Outcome]], fails: dict[str, list[dict[str, Any]]]
+    ds: Any, pairs: Sequence[tuple[Any, Outcome]], fails: dict[str, list[dict[str, Any]]]
 ) -> dict[str, Any]:
     """Per offset: refused, answered with the gold answer (a sibling paragraph may hold it),
     answered wrongly; the worst offset's shares are the row's numbers."""
@@ -262,7 +262,7 @@ def near_miss(
             c["answered_gold"] += 1
         else:
             c["wrong"] += 1
-            fails["near_wrong"].append(example_near(r, o))
+            fails["near_wrong"].append(example(ds, r, o))
     offsets = {
         k: {
             **dict(v),
@@ -275,18 +275,6 @@ def near_miss(
         "offsets": offsets,
         "worst_ok": min((v["ok_rate"] for v in offsets.values()), default=None),
         "worst_wrong": max((v["wrong_rate"] for v in offsets.values()), default=None),
-    }
-
-
-def example_near(r: Any, o: Outcome) -> dict[str, Any]:
-    return {
-        "qid": r.q.qid,
-        "kind": r.kind,
-        "question": r.q.text,
-        "gold": r.q.answers[0],
-        "answer": " ".join(o.sentences),
-        "cited_docs": [c["doc_id"] for c in o.citations],
-        "signals": o.signals,
     }
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from .answerability import Decision
 from .chain import Localize, Search, follow
-from .checks import verdict
+from .checks import CHECK_MIN_SCORE, verdict
 from .choose import choose, ranked
 from .compare import compare
 from .compose import Draft, Sentence
@@ -75,6 +75,9 @@ def gate(
     pick = choose(info, evidence, decision.best)
     if pick.candidate is not None:
         return Gate(best=pick.candidate)
+    if decision.score >= CHECK_MIN_SCORE:
+        # Sure enough to answer anyway; the sentence says answers_question: false.
+        return Gate(best=decision.best)
     g = Gate(code=pick.verdict.code, reason=pick.verdict.reason)
     if max_hops <= 0:
         return g

@@ -63,6 +63,10 @@ class QuestionInfo:
     constraints: tuple[str, ...] = ()  # the question's other content terms
     options: tuple[str, ...] = ()  # choice / yes-no comparison: the two named sides
     parts: tuple[str, ...] = field(default=())  # compound: each part's text (empty otherwise)
+    # The focus is a definite description ("who was *the world's second largest oil
+    # producer*"): the answer's sentence must state it. Otherwise ("what *role* does ...",
+    # "how many *seats*") the focus names the answer's kind, which a sentence need not repeat.
+    described: bool = False
 
     @property
     def head(self) -> str | None:
@@ -70,8 +74,10 @@ class QuestionInfo:
 
     @property
     def focus_terms(self) -> tuple[str, ...]:
-        """The focus a sentence must state: without a head that only names the asked type
-        ("what *year*", "which *company*": the type check stands for it)."""
+        """The focus a sentence must state: a definite description's words, without a head
+        that only names the asked type ("the *leader*": the type check stands for it)."""
+        if not self.described:
+            return ()
         h = self.head
         if h is not None and (h in _NAMED or h.rstrip("s") in _NAMED):
             return self.focus[:-1]
@@ -97,7 +103,13 @@ def analyze(question: str) -> QuestionInfo:
     info = _analyze_one(parts[0] if len(parts) > 1 else question)
     if len(parts) > 1:
         return QuestionInfo(
-            question, info.qtype, info.focus, info.constraints, info.options, tuple(parts)
+            question,
+            info.qtype,
+            info.focus,
+            info.constraints,
+            info.options,
+            tuple(parts),
+            info.described,
         )
     return info
 
@@ -116,7 +128,7 @@ def _analyze_one(question: str) -> QuestionInfo:
     nxt = low[wh_at + 1] if wh_at + 1 < len(low) else ""
     if wh == "how":
         if nxt in ("many", "much"):
-            return _info(question, "num", _phrase(words, low, wh_at + 2), content, ())
+            return _info(question, "num", _phrase(words, low, wh_at + 2)[-1:], content, ())
         if nxt in ("long", "old", "far", "large", "big", "tall", "high", "fast", "often"):
             return _info(question, "num", (), content, ())
         return _info(question, "other", (), content, ())
@@ -126,14 +138,18 @@ def _analyze_one(question: str) -> QuestionInfo:
         return _info(question, "date", (), content, ())
     if wh == "where":
         return _info(question, "place", (), content, ())
+    described = False  # "who was the X": a definite description the answer must fit
     if wh in ("what", "which") and nxt and nxt not in AUX and nxt not in _DET:
         focus = _phrase(words, low, wh_at + 1)  # "which company", "what South Korean girl group"
     else:
         at = _skip(low, wh_at + 1)  # "who was the X", "what is the X"
         det = any(w in _DET for w in low[wh_at + 1 : at])
-        # "What did Luther translate?": past the auxiliary comes the subject, not the focus.
+        be = any(w in ("is", "are", "was", "were") for w in low[wh_at + 1 : at])
+        # "What did Luther translate?": past the auxiliary comes the subject, not the focus;
+        # "Who sang ...?": a verb, not a noun phrase.
         subject = not det and at < len(words) and words[at][:1].isupper()
-        focus = () if subject else _phrase(words, low, at)
+        focus = () if subject or at == wh_at + 1 else _phrase(words, low, at)
+        described = bool(focus) and be and det
     if opts and wh in ("which", "who", "what"):
         return _info(question, "choice", focus, content, opts)
     kind = _NAMED.get(focus[-1]) if focus else None
@@ -141,15 +157,21 @@ def _analyze_one(question: str) -> QuestionInfo:
         kind = _NAMED.get(focus[-1][:-1])
     if wh in ("who", "whom", "whose"):
         kind = kind if kind in ("org", "place") else "person"
-    return _info(question, kind or ("thing" if focus else "other"), focus, content, ())
+    qtype = kind or ("thing" if focus else "other")
+    return _info(question, qtype, focus, content, (), described)
 
 
 def _info(
-    question: str, qtype: str, focus: tuple[str, ...], content: list[str], opts: tuple[str, ...]
+    question: str,
+    qtype: str,
+    focus: tuple[str, ...],
+    content: list[str],
+    opts: tuple[str, ...],
+    described: bool = False,
 ) -> QuestionInfo:
     fs = {T.stem(f) for f in focus}
     rest = tuple(t for t in content if T.stem(t) not in fs)
-    return QuestionInfo(question, qtype, focus, rest, opts)
+    return QuestionInfo(question, qtype, focus, rest, opts, described=described)
 
 
 def _skip(low: list[str], i: int) -> int:
