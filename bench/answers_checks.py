@@ -62,7 +62,8 @@ def replay(
         bar = CHECK_MIN_SCORE if check_min is None else check_min
         text = None
         if d.answerable and d.best is not None:
-            pick = choose(analyze(r["question"]), ev, d.best, **params)
+            info = analyze(r["question"])
+            pick = choose(info, ev, d.best, **params)
             cand = pick.candidate or (d.best if d.score >= bar else None)
             if cand is not None:
                 draft = extract(cand, ev)

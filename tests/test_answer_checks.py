@@ -1,5 +1,9 @@
 """POST /v1/answer answers what was asked: refusal codes, chains, compound questions, the same
-checks on a model's output, and the recognized question in the response (issue 21)."""
+checks on a model's output, and the recognized question in the response (issue 21).
+
+A tiny corpus makes the answerability model sure of nearly anything (every hit ranks first), so
+the tests of what a failing check does run with ``answer_check_min_score=1e9`` (every failing
+check refuses); the calibrated bar is tested on its own."""
 
 from __future__ import annotations
 
@@ -25,6 +29,9 @@ KEYNOTE = [
 ]
 
 
+STRICT = {"answer_providers": "", "answer_check_min_score": 1e9}
+
+
 def units(texts, **extra):
     return [{"text": t, "doc_id": f"d{i}", **extra} for i, t in enumerate(texts)]
 
@@ -46,7 +53,7 @@ def ask(c, q, top_k=3, **extra):
 def test_near_miss_is_refused_with_a_code(tmp_path, embedder, fake, q, code):
     # Hops off: a hop tried for a name in the near miss would make the code chain_incomplete.
     with answer_client(
-        tmp_path / "d", embedder, fake, units(NEAR), answer_providers="", answer_max_hops=0
+        tmp_path / "d", embedder, fake, units(NEAR), answer_max_hops=0, **STRICT
     ) as c:
         a = ask(c, q)["answer"]
     assert a["question"]["type"] in ("person", "date", "num")
@@ -56,6 +63,18 @@ def test_near_miss_is_refused_with_a_code(tmp_path, embedder, fake, q, code):
     assert a["refusal_code"] == code, a["refusal_reason"]
     assert a["refusal_reason"]
     assert a["citations"] == [] and a["sentences"] == []
+
+
+def test_a_sure_answer_that_fails_the_check_is_kept_and_flagged(tmp_path, embedder, fake):
+    """At the calibrated bar a very sure near miss is answered, and says it does not answer."""
+    with answer_client(tmp_path / "d", embedder, fake, units(NEAR), answer_providers="") as c:
+        out = ask(c, "Who was the world's second largest oil producer?")
+    a = out["answer"]
+    if a["refused"]:  # not sure enough: then it is refused for what the check found
+        assert a["refusal_code"] in ("focus_missing", "chain_incomplete")
+        return
+    assert a["signals"]["answerability"] >= 2.0
+    assert a["sentences"][0]["answers_question"] is False
 
 
 def test_refusal_out_of_scope_is_no_evidence(tmp_path, embedder, fake):
@@ -76,7 +95,7 @@ def test_answer_exposes_question_type_focus_and_answers_question(tmp_path, embed
 def test_bridge_question_chains_a_second_retrieval_and_cites_both_hops(tmp_path, embedder, fake):
     texts = [CHAIN_FIRST, CHAIN_SECOND, *NEAR]
     q = "In what year was the university where Ivan Petrov was a professor founded?"
-    with answer_client(tmp_path / "d", embedder, fake, units(texts), answer_providers="") as c:
+    with answer_client(tmp_path / "d", embedder, fake, units(texts), **STRICT) as c:
         out = ask(c, q, top_k=1)  # the first retrieval holds only the first hop
         assert [h["text"] for h in out["hits"]] == [CHAIN_FIRST]
         a = out["answer"]
@@ -88,14 +107,14 @@ def test_bridge_question_chains_a_second_retrieval_and_cites_both_hops(tmp_path,
         assert "Moscow State University" in hop["detail"] and "answered by" in hop["detail"]
         # Hops off: the same question is refused as a chain it could not complete.
     with answer_client(
-        tmp_path / "e", embedder, fake, units(texts), answer_providers="", answer_max_hops=0
+        tmp_path / "e", embedder, fake, units(texts), answer_max_hops=0, **STRICT
     ) as c:
         a = ask(c, q, top_k=1)["answer"]
         assert a["refused"] and a["refusal_code"] == "type_mismatch"
 
 
 def test_the_hop_sees_only_what_the_principal_may_read(tmp_path, embedder):
-    s = make_service(tmp_path / "d", embedder, answer_providers="")
+    s = make_service(tmp_path / "d", embedder, **STRICT)
     try:
         k_all = auth(
             add_principal(s, "w", perms=["read", "write"], scopes=["t"], groups=["g", "secret"])
@@ -139,9 +158,9 @@ def test_compound_question_answers_each_part(tmp_path, embedder, fake):
 
 def test_compound_question_names_the_unanswered_part(tmp_path, embedder, fake):
     q = "How fast was the failover cutover, and how many engineers were on call?"
-    with answer_client(tmp_path / "d", embedder, fake, units(KEYNOTE), answer_providers="") as c:
+    with answer_client(tmp_path / "d", embedder, fake, units(KEYNOTE), **STRICT) as c:
         a = ask(c, q)["answer"]
-    assert a["refused"] is False and "0.8 seconds" in a["text"]
+    assert a["refused"] is False and "0.8 seconds" in a["text"], a
     assert a["unanswered_parts"] == ["how many engineers were on call?"]
 
 
@@ -156,17 +175,20 @@ def test_model_answering_from_the_wrong_passage_is_dropped(tmp_path, embedder, f
 
 
 def test_model_answer_to_a_near_miss_is_refused(tmp_path, embedder, fake):
-    with answer_client(tmp_path / "d", embedder, fake, units(NEAR)) as c:
+    with answer_client(
+        tmp_path / "d", embedder, fake, units(NEAR), answer_check_min_score=1e9
+    ) as c:
         fake.reply = "Brazil is the second-largest global producer of soybeans [1]."
         a = ask(c, "Who was the world's second largest oil producer?")["answer"]
-    assert a["refused"] is True and a["refusal_code"] == "focus_missing"
-    assert "Brazil" not in a["text"]
+    # Refused before the model runs (a hop for "Brazil" found nothing that answers either).
+    assert a["refused"] is True and a["refusal_code"] in ("focus_missing", "chain_incomplete")
+    assert "Brazil" not in a["text"] and fake.requests == []
 
 
 def test_streaming_emits_only_an_answered_chain(tmp_path, embedder, fake):
     texts = [CHAIN_FIRST, CHAIN_SECOND, *NEAR]
     q = "In what year was the university where Ivan Petrov was a professor founded?"
-    with answer_client(tmp_path / "d", embedder, fake, units(texts), answer_providers="") as c:
+    with answer_client(tmp_path / "d", embedder, fake, units(texts), **STRICT) as c:
         r = c.post(
             "/v1/answer",
             headers=auth("aegis_sk_alice"),

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .answerability import Decision
+from .answerability import Decision, Rule, decide
 from .chain import Localize, Search, follow
 from .checks import CHECK_MIN_SCORE, verdict
 from .choose import choose, ranked
@@ -51,11 +51,13 @@ def gate(
     search: Search,
     localize: Localize,
     max_hops: int,
+    check_min: float | None = None,
+    min_score: float | None = None,
 ) -> Gate:
     if not decision.answerable or decision.best is None:
         return Gate(code="no_evidence", reason=decision.reason)
     if info.parts:
-        return _compound(info, evidence, decision, localize)
+        return _compound(info, evidence, localize, min_score)
     if info.options and info.qtype in ("choice", "yesno"):
         t = time.perf_counter()
         sides = compare(info, evidence, search, localize, max_hops)
@@ -75,7 +77,7 @@ def gate(
     pick = choose(info, evidence, decision.best)
     if pick.candidate is not None:
         return Gate(best=pick.candidate)
-    if decision.score >= CHECK_MIN_SCORE:
+    if decision.score >= (CHECK_MIN_SCORE if check_min is None else check_min):
         # Sure enough to answer anyway; the sentence says answers_question: false.
         return Gate(best=decision.best)
     g = Gate(code=pick.verdict.code, reason=pick.verdict.reason)
@@ -97,18 +99,19 @@ def gate(
 
 
 def _compound(
-    info: QuestionInfo, evidence: list[Evidence], decision: Decision, localize: Localize
+    info: QuestionInfo, evidence: list[Evidence], localize: Localize, min_score: float | None
 ) -> Gate:
-    """Each part localized over the same hits and answered by its own sentence."""
+    """Each part localized over the same hits, judged answerable on its own (the same model
+    and threshold) and answered by its own sentence."""
+    rule = Rule() if min_score is None else Rule(min_score=min_score)
     hits = [e.hit for e in evidence]
     d = Draft()
     unanswered: list[str] = []
     used: set[tuple[int, int]] = set()
     for part in info.parts:
         part_ev = localize(part, hits)
-        cands = ranked(part_ev)
-        pi = analyze(part)
-        pick = choose(pi, part_ev, cands[0]) if cands else None
+        pd = decide(part_ev, rule)
+        pick = choose(analyze(part), part_ev, pd.best) if pd.answerable and pd.best else None
         c = pick.candidate if pick else None
         if c is None:
             unanswered.append(part)

@@ -102,7 +102,16 @@ class Answerer:
                 principal, q.model_copy(update={"q": text}), scopes, planes, Trace()
             )
 
-        g = gate(info, evidence, decision, hop_search, self.localizer.localize, hops)
+        g = gate(
+            info,
+            evidence,
+            decision,
+            hop_search,
+            self.localizer.localize,
+            hops,
+            self.svc.settings.answer_check_min_score,
+            floor,
+        )
         if g.notes:
             trace.stages.append(Stage("hop", g.hop_ms, detail="; ".join(g.notes)))
         if g.code is not None:
