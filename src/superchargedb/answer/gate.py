@@ -77,10 +77,12 @@ def gate(
     pick = choose(info, evidence, decision.best)
     if pick.candidate is not None:
         return Gate(best=pick.candidate)
-    if decision.score >= (CHECK_MIN_SCORE if check_min is None else check_min):
-        # Sure enough to answer anyway; the sentence says answers_question: false.
-        return Gate(best=decision.best)
+    # Sure enough to answer anyway (the sentence then says answers_question: false), unless
+    # a chain answers: the best sentence may be the first hop of a bridge question.
+    sure = decision.score >= (CHECK_MIN_SCORE if check_min is None else check_min)
     g = Gate(code=pick.verdict.code, reason=pick.verdict.reason)
+    if sure:
+        g = Gate(best=decision.best)
     if max_hops <= 0:
         return g
     t = time.perf_counter()
@@ -91,8 +93,9 @@ def gate(
         return g
     g.notes = chain.notes
     if chain.second is None:
-        g.code = "chain_incomplete"
-        g.reason = f"{pick.verdict.reason}; and no second retrieval stated it"
+        if not sure:
+            g.code = "chain_incomplete"
+            g.reason = f"{pick.verdict.reason}; and no second retrieval stated it"
         return g
     d = Draft(sentences=[quote(chain.first), quote(chain.second)])
     return Gate(draft=d, extra=chain.hop_evidence, notes=chain.notes, hop_ms=g.hop_ms)

@@ -50,7 +50,7 @@ for _kind, _words in {
         _NAMED[_w] = _kind
 _WORD = re.compile(r"[\w][\w'’.-]*")
 _COMPOUND = re.compile(r",?\s+and\s+(?=(?:what|which|who|whom|whose|when|where|why|how)\b)", re.I)
-_CAP_RUN = r"[A-Z0-9][\w'’.&-]*(?:\s+(?:of|the|and|de|von|van|la|le|du|for|&|[A-Z0-9][\w'’.&-]*))*"
+_CAP_RUN = r"[A-Z0-9][\w'’.&-]*(?:\s+(?:of|the|and|de|von|van|la|le|du|for|v\.|vs\.|&|[A-Z0-9][\w'’.&-]*))*"
 _OR = re.compile(rf"({_CAP_RUN})\s*,?\s+or\s+({_CAP_RUN})")
 _BOTH = re.compile(rf"({_CAP_RUN})\s+and\s+({_CAP_RUN})")
 
@@ -121,7 +121,9 @@ def _analyze_one(question: str) -> QuestionInfo:
     opts = _options(question)
     wh_at = next((i for i, w in enumerate(low) if w in WH), None)
     if low and low[0] in AUX and (wh_at is None or wh_at > 2):
-        return _info(question, "yesno", (), content, opts)
+        # "Did A or B have more members?" asks for one of the two, not yes or no.
+        kind = "choice" if opts and _OR.search(question) else "yesno"
+        return _info(question, kind, (), content, opts)
     if wh_at is None:
         return _info(question, "other", (), content, ())
     wh = low[wh_at]
