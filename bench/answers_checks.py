@@ -103,9 +103,51 @@ def replay(
     return out
 
 
+def sweep(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Near misses refused (worst offset) and false refusals over the base threshold, with the
+    checks (at the shipped bar) and without them."""
+    out: dict[str, Any] = {}
+    # Without the check: a failing check never refuses (its bar at -1e9).
+    for name, cm in (("with the answer check", None), ("without it", -1e9)):
+        pts = []
+        for ms in [x / 10 for x in range(-10, 31, 2)]:
+            res = replay(rows, min_score=ms, check_min=cm)
+            pts.append({"min_score": ms, **{h: res[h] for h in res}})
+        out[name] = pts
+    return out
+
+
+def plot(sw: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, pts in sw.items():
+        for half, style in (("calibration", "-"), ("report", "--")):
+            ax.plot(
+                [p[half]["FR"] for p in pts],
+                [p[half]["near_ok"] for p in pts],
+                style,
+                marker=".",
+                label=f"{name}, {half}",
+            )
+    ax.axvline(0.05, color="grey", lw=0.5)
+    ax.axhline(0.90, color="grey", lw=0.5)
+    ax.set_xlabel("false refusals (answerable questions)")
+    ax.set_ylabel("near misses refused or answered right (worst offset)")
+    ax.set_title("XQuAD near miss vs false refusal over SCDB_ANSWER_MIN_SCORE")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("records", type=Path)
+    ap.add_argument("--plot", type=Path, help="write the threshold sweep plot (PNG) here")
+    ap.add_argument("--sweep", type=Path, help="write the threshold sweep (JSON) here")
     ap.add_argument(
         "--grid",
         default="min_score=-0.2,0,0.2,0.4;check_min=0,1,1.5,2,2.5,1e9;focus_min=0.5;margin=0,0.1",
@@ -113,6 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = load(args.records)
     localize_all(rows)
+    if args.plot or args.sweep:
+        sweep_out = sweep(rows)
+        if args.sweep:
+            args.sweep.write_text(json.dumps(sweep_out, indent=2) + "\n")
+        if args.plot:
+            plot(sweep_out, args.plot)
+        return 0
     grid: list[tuple[str, list[float]]] = []
     for part in args.grid.split(";"):
         name, vals = part.split("=")

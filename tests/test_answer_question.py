@@ -99,7 +99,7 @@ def test_compound_question_is_split_at_and_plus_a_question_word():
         ),
         (
             "When were some of Luther's best-known works published?",
-            "His best-known works, including On the Freedom of a Christian, were published in 1520.",
+            "His best-known works, including On the Freedom of a Christian, came out in 1520.",
             None,
         ),
         ("How many seats does the council have?", "The council has 51 seats.", None),

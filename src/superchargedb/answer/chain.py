@@ -22,6 +22,11 @@ from .localize import Candidate, Evidence
 from .question import QuestionInfo
 
 MAX_HOPS = 2  # extra retrievals per answer (bridge candidates tried)
+# A best sentence that passes the check but holds less than this share of the question's
+# constraint weight may be a bridge's first hop ("... developed by Analog Devices" for "the
+# company that is headquartered in what city?"): a hop is tried, and kept only when its
+# sentence states a constraint term the first lacks.
+BRIDGE_COVERAGE = 0.6
 HOP_TOP_K = 5
 _NAME = re.compile(
     r"(?<![\w])((?:[A-Z][\w'’.&-]*|\d[\w'’.-]*)(?:\s+(?:of|the|de|von|van|du|la|and)?\s*"
@@ -74,9 +79,11 @@ def follow(
     search: Search,
     localize: Localize,
     max_hops: int = MAX_HOPS,
+    need: Sequence[str] = (),
 ) -> Chain | None:
     """Try bridges of the first sentences in order, up to ``max_hops`` retrievals; the chain
-    that answers, or the last one tried (incomplete), or None when there was no bridge."""
+    that answers, or the last one tried (incomplete), or None when there was no bridge. With
+    ``need``, a hop sentence must also hold one of those terms."""
     hops = 0
     last: Chain | None = None
     base = max((e.n for e in evidence), default=0)
@@ -101,7 +108,11 @@ def follow(
                 if T.weighted_coverage(list(bstems), T.text_stems(ev.hit["text"])) < 0.5:
                     continue
                 v = verdict(info, c.text, chain=[first.text])
-                if v.answers and not T.text_stems(c.text) <= T.text_stems(first.text):
+                cs = T.text_stems(c.text)
+                # ``need``: question terms the first sentence lacks; the hop must state one.
+                if need and not any(T.stem(t) in cs for t in need):
+                    continue
+                if v.answers and not cs <= T.text_stems(first.text):
                     chain.second, chain.verdict = c, v
                     chain.notes[-1] += f"; answered by [{c.n}]"
                     return chain

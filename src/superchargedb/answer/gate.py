@@ -16,8 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import terms as T
 from .answerability import Decision, Rule, decide
-from .chain import Localize, Search, follow
+from .chain import BRIDGE_COVERAGE, Localize, Search, follow
 from .checks import CHECK_MIN_SCORE, verdict
 from .choose import choose, ranked
 from .compare import compare
@@ -76,7 +77,7 @@ def gate(
         )
     pick = choose(info, evidence, decision.best)
     if pick.candidate is not None:
-        return Gate(best=pick.candidate)
+        return _maybe_bridge(info, evidence, pick.candidate, search, localize, max_hops)
     # Sure enough to answer anyway (the sentence then says answers_question: false), unless
     # a chain answers: the best sentence may be the first hop of a bridge question.
     sure = decision.score >= (CHECK_MIN_SCORE if check_min is None else check_min)
@@ -99,6 +100,30 @@ def gate(
         return g
     d = Draft(sentences=[quote(chain.first), quote(chain.second)])
     return Gate(draft=d, extra=chain.hop_evidence, notes=chain.notes, hop_ms=g.hop_ms)
+
+
+def _maybe_bridge(
+    info: QuestionInfo,
+    evidence: list[Evidence],
+    best: Candidate,
+    search: Search,
+    localize: Localize,
+    max_hops: int,
+) -> Gate:
+    """An answering sentence that leaves much of the question unsaid may be a first hop."""
+    cons = list(info.constraints)
+    have = T.text_stems(best.text)
+    if max_hops <= 0 or not cons or T.weighted_coverage(cons, have) >= BRIDGE_COVERAGE:
+        return Gate(best=best)
+    need = [t for t in cons if T.stem(t) not in have]
+    t = time.perf_counter()
+    chain = follow(info, evidence, [best], search, localize, max_hops, need=need)
+    ms = (time.perf_counter() - t) * 1000
+    if chain is None or chain.second is None:
+        notes = chain.notes if chain else ["no bridge entity: no hop"]
+        return Gate(best=best, notes=notes, hop_ms=ms)
+    d = Draft(sentences=[quote(chain.first), quote(chain.second)])
+    return Gate(draft=d, extra=chain.hop_evidence, notes=chain.notes, hop_ms=ms)
 
 
 def _compound(

@@ -50,7 +50,8 @@ for _kind, _words in {
         _NAMED[_w] = _kind
 _WORD = re.compile(r"[\w][\w'’.-]*")
 _COMPOUND = re.compile(r",?\s+and\s+(?=(?:what|which|who|whom|whose|when|where|why|how)\b)", re.I)
-_CAP_RUN = r"[A-Z0-9][\w'’.&-]*(?:\s+(?:of|the|and|de|von|van|la|le|du|for|v\.|vs\.|&|[A-Z0-9][\w'’.&-]*))*"
+_JOIN = r"of|the|and|de|von|van|la|le|du|for|v\.|vs\.|&"
+_CAP_RUN = rf"[A-Z0-9][\w'’.&-]*(?:\s+(?:{_JOIN}|[A-Z0-9][\w'’.&-]*))*"
 _OR = re.compile(rf"({_CAP_RUN})\s*,?\s+or\s+({_CAP_RUN})")
 _BOTH = re.compile(rf"({_CAP_RUN})\s+and\s+({_CAP_RUN})")
 
@@ -122,8 +123,8 @@ def _analyze_one(question: str) -> QuestionInfo:
     wh_at = next((i for i, w in enumerate(low) if w in WH), None)
     if low and low[0] in AUX and (wh_at is None or wh_at > 2):
         # "Did A or B have more members?" asks for one of the two, not yes or no.
-        kind = "choice" if opts and _OR.search(question) else "yesno"
-        return _info(question, kind, (), content, opts)
+        yn = "choice" if opts and _OR.search(question) else "yesno"
+        return _info(question, yn, (), content, opts)
     if wh_at is None:
         return _info(question, "other", (), content, ())
     wh = low[wh_at]
