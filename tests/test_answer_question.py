@@ -121,3 +121,9 @@ def test_a_chain_states_what_its_first_sentence_lacks():
     assert hop_query(info, "Moscow State University", first).startswith("Moscow State University")
     second = "Moscow State University was founded in 1755 by Mikhail Lomonosov."
     assert verdict(info, first, [second]).answers
+
+
+def test_bridge_phrasing():
+    assert analyze("In what year was the university where X was a professor founded?").bridge
+    assert analyze("What year did the regiment featured in the 2006 film begin?").bridge
+    assert not analyze("Who was the world's second largest oil producer?").bridge

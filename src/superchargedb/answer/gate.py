@@ -84,8 +84,8 @@ def gate(
     g = Gate(code=pick.verdict.code, reason=pick.verdict.reason)
     if sure:
         g = Gate(best=decision.best)
-    if max_hops <= 0:
-        return g
+    if max_hops <= 0 or not info.bridge:
+        return g  # hops only for bridge-phrased questions (D-162)
     t = time.perf_counter()
     chain = follow(info, evidence, ranked(evidence)[:2], search, localize, max_hops)
     g.hop_ms = (time.perf_counter() - t) * 1000
@@ -113,7 +113,9 @@ def _maybe_bridge(
     """An answering sentence that leaves much of the question unsaid may be a first hop."""
     cons = list(info.constraints)
     have = T.text_stems(best.text)
-    if max_hops <= 0 or not cons or T.weighted_coverage(cons, have) >= BRIDGE_COVERAGE:
+    if max_hops <= 0 or not info.bridge or not cons:
+        return Gate(best=best)
+    if T.weighted_coverage(cons, have) >= BRIDGE_COVERAGE:
         return Gate(best=best)
     need = [t for t in cons if T.stem(t) not in have]
     t = time.perf_counter()

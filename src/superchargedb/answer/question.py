@@ -52,6 +52,11 @@ _WORD = re.compile(r"[\w][\w'’.-]*")
 _COMPOUND = re.compile(r",?\s+and\s+(?=(?:what|which|who|whom|whose|when|where|why|how)\b)", re.I)
 _JOIN = r"of|the|and|de|von|van|la|le|du|for|v\.|vs\.|&"
 _CAP_RUN = rf"[A-Z0-9][\w'’.&-]*(?:\s+(?:{_JOIN}|[A-Z0-9][\w'’.&-]*))*"
+_BRIDGE = re.compile(
+    r"\b(?:the|a|an)\s+(?:[\w'’-]+\s+){0,3}?(?:(?:who|that|which|where|whose|whom)\s+\w"
+    r"|\w+(?:ed|en|ing)\s+(?:in|by|on|at|from|as|for|with)\b)",
+    re.I,
+)
 _OR = re.compile(rf"({_CAP_RUN})\s*,?\s+or\s+({_CAP_RUN})")
 _BOTH = re.compile(rf"({_CAP_RUN})\s+and\s+({_CAP_RUN})")
 
@@ -68,6 +73,12 @@ class QuestionInfo:
     # producer*"): the answer's sentence must state it. Otherwise ("what *role* does ...",
     # "how many *seats*") the focus names the answer's kind, which a sentence need not repeat.
     described: bool = False
+
+    @property
+    def bridge(self) -> bool:
+        """Phrased as a bridge: a described entity the question does not name ("the university
+        *where* X was a professor", "the company *that* is headquartered in ...")."""
+        return bool(_BRIDGE.search(self.text))
 
     @property
     def head(self) -> str | None:
