@@ -90,6 +90,12 @@ def follow(
     seen = {e.hit.get("unit_id") for e in evidence}
     for first in firsts:
         for bridge in bridges(info.text, first.text)[:2]:
+            # The first retrieval may already hold the second fact (another passage).
+            others = [e for e in evidence if e.n != first.n]
+            c = _second(info, first, bridge, others, need)
+            if c is not None:
+                note = f"bridge {bridge!r}: answered by [{c.n}] of the first retrieval"
+                return Chain(first, c, [], [note], verdict(info, c.text, chain=[first.text]))
             if hops >= max_hops:
                 if last is not None:
                     last.notes.append(f"hop skipped: {MAX_HOPS} hops spent ({bridge!r})")
@@ -101,24 +107,39 @@ def follow(
             chain = Chain(first, None, hop_ev, [f"hop {hops}: {query!r}, {len(hits)} hits"])
             if last is not None:
                 chain.notes = last.notes + chain.notes
-            bstems = T.text_stems(bridge)
-            for c in sorted((c for e in hop_ev for c in e.candidates), key=lambda c: -c.score):
-                ev = next(e for e in hop_ev if e.n == c.n)
-                # The second fact must be about the bridge: named in its sentence or passage.
-                if T.weighted_coverage(list(bstems), T.text_stems(ev.hit["text"])) < 0.5:
-                    continue
-                v = verdict(info, c.text, chain=[first.text])
-                cs = T.text_stems(c.text)
-                # ``need``: question terms the first sentence lacks; the hop must state one.
-                if need and not any(T.stem(t) in cs for t in need):
-                    continue
-                if v.answers and not cs <= T.text_stems(first.text):
-                    chain.second, chain.verdict = c, v
-                    chain.notes[-1] += f"; answered by [{c.n}]"
-                    return chain
+            c = _second(info, first, bridge, hop_ev, need)
+            if c is not None:
+                chain.second = c
+                chain.verdict = verdict(info, c.text, chain=[first.text])
+                chain.notes[-1] += f"; answered by [{c.n}]"
+                return chain
             chain.notes[-1] += "; no sentence about it answers"
             last = chain
     return last
+
+
+def _second(
+    info: QuestionInfo,
+    first: Candidate,
+    bridge: str,
+    pool: Sequence[Evidence],
+    need: Sequence[str],
+) -> Candidate | None:
+    """The best sentence of ``pool`` about ``bridge`` that, after ``first``, answers."""
+    bstems = list(T.text_stems(bridge))
+    fstems = T.text_stems(first.text)
+    for c in sorted((c for e in pool for c in e.candidates), key=lambda c: -c.score):
+        ev = next(e for e in pool if e.n == c.n)
+        # The second fact must be about the bridge: named in its sentence or passage.
+        if T.weighted_coverage(bstems, T.text_stems(ev.hit["text"])) < 0.5:
+            continue
+        cs = T.text_stems(c.text)
+        # ``need``: question terms the first sentence lacks; the second must state one.
+        if need and not any(T.stem(t) in cs for t in need):
+            continue
+        if not cs <= fstems and verdict(info, c.text, chain=[first.text]).answers:
+            return c
+    return None
 
 
 def _renumber(evidence: list[Evidence], base: int) -> list[Evidence]:
