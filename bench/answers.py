@@ -384,7 +384,9 @@ def environment(startup_s: float) -> dict[str, Any]:
 
 
 def public_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k.startswith("SCDB_") and k != "SCDB_AUDIT_KEY"}
+    # Not the audit key, nor where the data lies (a path of the machine that ran it).
+    hidden = {"SCDB_AUDIT_KEY", "SCDB_EVAL_DIR"}
+    return {k: v for k, v in env.items() if k.startswith("SCDB_") and k not in hidden}
 
 
 def main(argv: list[str] | None = None) -> int:

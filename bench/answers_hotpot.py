@@ -146,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--save-records", type=Path)
     args = ap.parse_args(argv)
+    if not os.environ.get("SCDB_EVAL_DIR"):
+        raise SystemExit("set SCDB_EVAL_DIR to the evaluation data directory")
     root = Path(os.environ["SCDB_EVAL_DIR"]) / "hotpotqa-dev-500"
     texts, where, qs = load(root)
     halves = {"tune": qs[: len(qs) // 2], "report": qs[len(qs) // 2 :]}
