@@ -456,6 +456,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         run_min, mode = None, "built-in"
     env = server_env(run_min)
+    if args.calibrate:
+        # The replay is of the logistic rule alone: the answer check's bar (never refuse) and
+        # hops (none) are off; they are calibrated on saved hits by answers_checks.py.
+        env["SCDB_ANSWER_CHECK_MIN_SCORE"] = "-1e9"
+        env["SCDB_ANSWER_MAX_HOPS"] = "0"
     records, ing, startup_s = run_server(
         ds, plan, env, args.data_dir, args.port, in_process_localize=args.calibrate
     )

@@ -156,7 +156,7 @@ def test_answers_bench_calibrate_smoke(tmp_path: Path) -> None:
     cal = report["calibration"]
     # the in-process replay reproduces every server answer when refusal is off
     rc = cal["replay_check"]
-    assert rc["requests"] == 20
+    assert rc["requests"] == 30
     assert rc["text_mismatches"] == 0 and rc["citation_mismatches"] == 0
     assert rc["max_abs_best_cos_diff"] < 1e-3
     chosen = cal["chosen"]
