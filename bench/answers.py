@@ -33,10 +33,10 @@ answers are scored as they are. ``--local N`` runs the local model (``[llm]`` ex
 comparison, the extractive default on a fixed stratified sample of N REPORT questions
 (``answers_local.py``), writes ``answers_local.json`` and adds a table to ``answers.md``.
 
-    .venv/bin/python bench/answers.py --calibrate          # full calibration + report
-    .venv/bin/python bench/answers.py                      # built-in rule
-    .venv/bin/python bench/answers.py --limit 5            # smoke: 5 questions per half
-    nice -n 10 .venv/bin/python bench/answers.py --local 100   # the local model (~70 min)
+    .venv/bin/python -m bench.answers --calibrate          # full calibration + report
+    .venv/bin/python -m bench.answers                      # built-in rule
+    .venv/bin/python -m bench.answers --limit 5            # smoke: 5 questions per half
+    nice -n 10 .venv/bin/python -m bench.answers --local 100   # the local model (~70 min)
 
 Writes ``<out>/answers.json`` and ``<out>/answers.md``.
 """
@@ -88,7 +88,12 @@ REPO = Path(__file__).resolve().parent.parent
 SCOPE = "acme/alpha/xquad"
 KEY = "aegis_sk_alice"
 INGEST_BATCH = 48
+UNIT_DOC: dict[str, str] = {}  # unit_id -> doc_id of what was ingested (hop citations)
 THRESHOLD_ENV = "SCDB_ANSWER_MIN_SCORE"
+# Near miss: every fifth paragraph (corpus order) left out, its article's others kept: the store
+# has the topic, not the fact. Each question is asked once, at the offset that removes its own.
+NEAR_MISS_EVERY = 5
+KINDS = ("in", "oos", "near")
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -112,6 +117,14 @@ class Dataset:
 
     def docs_of(self, article: str) -> list[str]:
         return [p for p, v in self.paragraphs.items() if v["title"] == article]
+
+    def near_offset(self, doc: str) -> int:
+        """The near-miss offset that removes ``doc``: paragraph ``i`` (corpus order) is left out
+        at offset ``i % NEAR_MISS_EVERY``."""
+        return list(self.paragraphs).index(doc) % NEAR_MISS_EVERY
+
+    def near_removed(self, offset: int) -> set[str]:
+        return {p for i, p in enumerate(self.paragraphs) if i % NEAR_MISS_EVERY == offset}
 
 
 def load(path: Path) -> Dataset:
@@ -179,6 +192,9 @@ def server_env(min_score: float | None, providers: str = "") -> dict[str, str]:
     # or the local model first (--local).
     env["SCDB_ANSWER_PROVIDERS"] = providers
     env["SCDB_ANSWER_PASSAGES"] = str(TOP_K)
+    # One client asking as fast as answers come: the per-key rate limit is not what is measured.
+    env["SCDB_RATE_KEY_RPS"] = "0"
+    env["SCDB_RATE_IP_RPS"] = "0"
     env.setdefault("XDG_CONFIG_HOME", tempfile.mkdtemp(prefix="scdb-bench-config-"))
     if min_score is not None:
         env[THRESHOLD_ENV] = repr(float(min_score))
@@ -204,6 +220,9 @@ def ingest(client: httpx.Client, ds: Dataset) -> dict[str, Any]:
             for d, res in zip(batch, r.json()["results"], strict=True):
                 if not res.get("ok"):
                     raise RuntimeError(f"ingest of {d} failed: {res.get('error')}")
+                for u in res.get("unit_ids") or [res.get("unit_id")]:
+                    if u:
+                        UNIT_DOC[u] = d
                 n = len(res.get("unit_ids") or []) or 1
                 stored += n
                 chunked += n > 1
@@ -223,10 +242,11 @@ class Record:
 
     q: Question
     half: str
-    kind: str  # "in" | "oos"
+    kind: str  # "in" | "oos" | "near"
     response: dict[str, Any]
     wall_ms: float
     evidence: list[Any] | None = None  # in-process localization (calibrate only)
+    offset: int = -1  # near miss: the offset whose removal made it one
     check: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -253,16 +273,22 @@ def ask_all(
         if kind == "oos":
             own = set(ds.docs_of(q.article))
             body["filters"] = {"doc_id": [d for d in all_docs if d not in own]}
+        elif kind == "near":
+            gone = ds.near_removed(ds.near_offset(q.doc))
+            body["filters"] = {"doc_id": [d for d in all_docs if d not in gone]}
         t0 = time.perf_counter()
         r = client.post("/v1/answer", params={"scope": SCOPE}, json=body)
         wall = (time.perf_counter() - t0) * 1000
         if r.status_code != 200:
             raise RuntimeError(f"answer q={q.qid} ({kind}): HTTP {r.status_code}: {r.text}")
         rec = Record(q, half, kind, r.json(), wall)
-        if kind == "oos":
-            leaked = {h["doc_id"] for h in rec.hits} & set(ds.docs_of(q.article))
+        if kind == "near":
+            rec.offset = ds.near_offset(q.doc)
+        if kind in ("oos", "near"):
+            held = set(ds.docs_of(q.article)) if kind == "oos" else {q.doc}
+            leaked = {h["doc_id"] for h in rec.hits} & held
             if leaked:
-                raise RuntimeError(f"q={q.qid}: out-of-scope hits from its own article: {leaked}")
+                raise RuntimeError(f"q={q.qid} ({kind}): hits from what was left out: {leaked}")
         if localizer is not None:
             rec.evidence = localizer.localize(q.text, rec.hits[:TOP_K])
         records.append(rec)
@@ -343,7 +369,7 @@ def run_server(
 
 
 def as_served(r: Record) -> Outcome:
-    return outcome_of(r.response["answer"], r.hits)
+    return outcome_of(r.response["answer"], r.hits, UNIT_DOC)
 
 
 def environment(startup_s: float) -> dict[str, Any]:
@@ -358,7 +384,9 @@ def environment(startup_s: float) -> dict[str, Any]:
 
 
 def public_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k.startswith("SCDB_") and k != "SCDB_AUDIT_KEY"}
+    # Not the audit key, nor where the data lies (a path of the machine that ran it).
+    hidden = {"SCDB_AUDIT_KEY", "SCDB_EVAL_DIR"}
+    return {k: v for k, v in env.items() if k.startswith("SCDB_") and k not in hidden}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -415,12 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_local(args, ds, split, command)
 
     chosen_q = {h: select(ds.questions, split[h], args.limit) for h in ("calibration", "report")}
-    plan = [
-        (q, h, kind)
-        for h in ("calibration", "report")
-        for q in chosen_q[h]
-        for kind in ("in", "oos")
-    ]
+    plan = [(q, h, kind) for h in ("calibration", "report") for q in chosen_q[h] for kind in KINDS]
     print(
         f"{len(ds.paragraphs)} paragraphs, {len(ds.articles)} articles; questions:"
         f" {len(chosen_q['calibration'])} calibration + {len(chosen_q['report'])} report,"
@@ -435,10 +458,17 @@ def main(argv: list[str] | None = None) -> int:
     else:
         run_min, mode = None, "built-in"
     env = server_env(run_min)
+    if args.calibrate:
+        # The replay is of the logistic rule alone: the answer check's bar (never refuse) and
+        # hops (none) are off; they are calibrated on saved hits by answers_checks.py.
+        env["SCDB_ANSWER_CHECK_MIN_SCORE"] = "-1e9"
+        env["SCDB_ANSWER_MAX_HOPS"] = "0"
     records, ing, startup_s = run_server(
         ds, plan, env, args.data_dir, args.port, in_process_localize=args.calibrate
     )
 
+    if args.save_records is not None:  # first: a report that fails to render keeps the data
+        save_records(args.save_records, records, as_served)
     by_half = {h: [r for r in records if r.half == h] for h in ("calibration", "report")}
     comparisons: dict[str, dict[str, Any]] = {}
     calibration: dict[str, Any] | None = None
@@ -449,7 +479,9 @@ def main(argv: list[str] | None = None) -> int:
         # serves. The rule refit on this run's CALIBRATION half is a comparison column (the
         # search legs' ranks vary slightly from run to run, so a refit moves a little).
         replayer = Replayer()
-        calibration = calibrate(by_half["calibration"], by_half["report"], replayer)
+        # The logistic model is fit on in scope vs out of scope only (as before this row).
+        fit = {h: [r for r in v if r.kind != "near"] for h, v in by_half.items()}
+        calibration = calibrate(fit["calibration"], fit["report"], replayer)
         calibration["replay_check"] = check_replay(records, replayer)
         chosen = calibration["chosen"]
         shipped, refit = replayer.rule(), as_rule(replayer, chosen)
@@ -523,9 +555,6 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "answers.md").write_text(
         markdown(report, json.loads(local.read_text()) if local.exists() else None)
     )
-    if args.save_records is not None:
-        save_records(args.save_records, records, get)
-
     print()
     if calibration is not None:
         c = calibration["chosen"]
@@ -558,6 +587,7 @@ def save_records(path: Path, records: Sequence[Record], get: Callable[[Record], 
                 "qid": r.q.qid,
                 "half": r.half,
                 "kind": r.kind,
+                "offset": r.offset,
                 "question": r.q.text,
                 "gold": r.q.answers,
                 "gold_doc": r.q.doc,

@@ -41,8 +41,13 @@ class Outcome:
     signals: dict[str, float]
 
 
-def outcome_of(answer: dict[str, Any], hits: Sequence[dict[str, Any]]) -> Outcome:
-    doc_of = {h["unit_id"]: h["doc_id"] for h in hits}
+def outcome_of(
+    answer: dict[str, Any],
+    hits: Sequence[dict[str, Any]],
+    units: dict[str, str] | None = None,
+) -> Outcome:
+    """``units``: every ingested Unit's doc_id, for citations of a hop's passages (not hits)."""
+    doc_of = {**(units or {}), **{h["unit_id"]: h["doc_id"] for h in hits}}
     cites = []
     for c in answer.get("citations") or []:
         loc = c.get("locator") or {}

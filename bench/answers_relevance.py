@@ -9,8 +9,8 @@ Input: the records of a full extractive run (``bench/answers.py --save-records P
 hits are replayed through the library's own Localizer; optionally ``--model-records`` (a local
 model run's ``answers_local.local.jsonl``): what the cut would remove from its kept sentences.
 
-    .venv/bin/python bench/answers.py --save-records /tmp/records.jsonl
-    .venv/bin/python bench/answers_relevance.py --records /tmp/records.jsonl
+    .venv/bin/python -m bench.answers --save-records /tmp/records.jsonl
+    .venv/bin/python -m bench.answers_relevance --records /tmp/records.jsonl
 """
 
 from __future__ import annotations

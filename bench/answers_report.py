@@ -111,12 +111,29 @@ def markdown(report: dict[str, Any], local: dict[str, Any] | None = None) -> str
             f" and {rc['citation_mismatches']} citation mismatches in {rc['requests']} requests;"
             f" max |best_cos diff| {rc['max_abs_best_cos_diff']}."
         )
+    lines.append(
+        "- **Near miss** (issue 21): every fifth paragraph (corpus order) is left out"
+        " (`filters.doc_id`), its article's other paragraphs stay; each question is asked once,"
+        " at the offset that leaves its own paragraph out. Right: refused, or answered with text"
+        " containing the gold answer (a sibling paragraph may hold it). The worst of the five"
+        " offsets is the row's number."
+    )
     lines += ["", "## Metrics", ""]
     ev = report["evaluations"]
     cols = {"REPORT half": ev["report"], "CALIBRATION half (in-sample)": ev["calibration"]}
     for name, extra in report.get("comparisons", {}).items():
         cols[f"REPORT, {name}"] = extra
     lines.append(metric_table(cols))
+    lines += ["", "### Near miss by offset", ""]
+    lines.append("| half | offset | n | refused | answered with gold | wrong | right share |")
+    lines.append("|---|---|---|---|---|---|---|")
+    for half in ("report", "calibration"):
+        for off, o in (ev[half].get("near_miss") or {}).get("offsets", {}).items():
+            lines.append(
+                f"| {half} | {off} | {o['n']} | {o.get('refused', 0)} |"
+                f" {o.get('answered_gold', 0)} | {o.get('wrong', 0)} | {o['ok_rate']:.3f} |"
+            )
+    lines.append("")
     lines += [
         "`span_f1` is informational (no target): the localized span is a whole sentence, so its"
         " token F1 against a short gold answer stays low even when it holds the answer"

@@ -77,11 +77,13 @@ def test_openai_provider_reads_cut_passages_but_support_uses_the_whole(tmp_path,
             # Verification is against the whole Unit: a true sentence from outside the cut
             # (the model could only know it from elsewhere, but it is in the cited Unit) passes;
             # a false one does not.
+            # (Asked so that the sentence answers it: one that does not is dropped anyway.)
+            storm = "When did a storm flood the basement archive?"
             fake.reply = "A storm in 1953 flooded the basement archive [1]."
-            a = svc.answer(alice, {"q": QUESTION + " ", "top_k": 1})["answer"]
+            a = svc.answer(alice, {"q": storm, "top_k": 1})["answer"]
             assert a["provider"].startswith("openai:"), a
             fake.reply = "A storm in 1962 flooded the basement archive [1]."
-            a = svc.answer(alice, {"q": QUESTION + "  ", "top_k": 1})["answer"]
+            a = svc.answer(alice, {"q": storm + " ", "top_k": 1})["answer"]
             assert a["extractive"] is True
             assert any("1962" in d["text"] for d in a["dropped"])
         finally:

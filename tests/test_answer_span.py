@@ -93,12 +93,14 @@ def test_extractive_citation_locator_unchanged(client, fake):
 # -- the quoted best sentence (answer/extractive.py, quote_best) --------------------------------
 LEAD = "Priya Raman led the billing migration."
 MOVED_LEDGER = (
-    "The billing service migration moved 4.2 terabytes of ledger data to the new cluster."
+    "The billing service migration moved 4.2 terabytes of ledger data to the Oslo cluster."
 )
 LED_PASSAGE = f"{LEAD} {MOVED_LEDGER}"
 WHO = "Who led the billing service migration?"
-# A model that answers from the other sentence: supported by it, but not what was asked.
-WRONG = "The migration moved 4.2 terabytes of ledger data to the new cluster"
+# A model that answers from the other sentence: supported by it, but not what was asked. It
+# names something ("Oslo"), so the answer check (a name for "who") lets it through; the quote
+# then shows the best sentence beside it. Without a name it is dropped (the last test).
+WRONG = "The migration moved 4.2 terabytes of ledger data to the Oslo cluster"
 
 
 @pytest.fixture
@@ -150,3 +152,11 @@ def test_the_quote_can_be_switched_off(tmp_path, embedder, fake, led_units):
     ) as client:
         out = _ask(client, fake, f"{WRONG} [1].")
     assert out["answer"]["text"] == f"{WRONG} [1]."
+
+
+def test_a_model_answer_stating_no_name_for_who_is_dropped(tmp_path, embedder, fake, led_units):
+    with answer_client(tmp_path / "d", embedder, fake, led_units) as client:
+        out = _ask(client, fake, "The migration moved 4.2 terabytes of ledger data [1].")
+    a = out["answer"]
+    assert a["extractive"] is True and LEAD[:-1] in a["text"]
+    assert any(d["reason"].startswith("type_mismatch") for d in a["dropped"]), a["dropped"]

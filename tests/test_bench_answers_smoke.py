@@ -98,7 +98,7 @@ def test_answers_bench_smoke(tmp_path: Path) -> None:
     cal, rep = set(cfg["split"]["calibration"]), set(cfg["split"]["report"])
     assert len(cal) == len(rep) == 24 and not cal & rep
     assert cfg["questions"] == {"calibration": 5, "report": 5}
-    assert cfg["requests"] == 20  # every question in scope and out of scope
+    assert cfg["requests"] == 30  # every question in scope, out of scope and as a near miss
     assert report["ingest"]["paragraphs"] == 240
     assert report["ingest"]["units_stored"] >= 240
     rule = report["answerability"]
@@ -110,9 +110,18 @@ def test_answers_bench_smoke(tmp_path: Path) -> None:
     lat = report["latency_ms"]["all"]
     for name in ("server_total_ms", "client_wall_ms"):
         p = lat[name]
-        assert p["n"] == 20 and p["p95"] >= p["p50"] > 0, (name, p)
+        assert p["n"] == 30 and p["p95"] >= p["p50"] > 0, (name, p)
     assert lat["client_wall_ms"]["p50"] >= lat["server_total_ms"]["p50"]
     assert set(report["failures"]) == set(report["failure_summary"]["counts"])
+    # The near-miss row: each question once, at the offset that leaves its paragraph out.
+    for half in ("report", "calibration"):
+        near = report["evaluations"][half]["near_miss"]
+        assert sum(o["n"] for o in near["offsets"].values()) == 5
+        for o in near["offsets"].values():
+            assert o["n"] == o.get("refused", 0) + o.get("answered_gold", 0) + o.get("wrong", 0)
+        assert 0.0 <= near["worst_ok"] <= 1.0 and near["worst_wrong"] == max(
+            o["wrong_rate"] for o in near["offsets"].values()
+        )
     assert "ANSWERABILITY min_score=" in stdout
     assert "## Failures (REPORT half)" in md
     _check_relevance_cut(tmp_path, records)
@@ -149,7 +158,7 @@ def test_answers_bench_calibrate_smoke(tmp_path: Path) -> None:
     cal = report["calibration"]
     # the in-process replay reproduces every server answer when refusal is off
     rc = cal["replay_check"]
-    assert rc["requests"] == 20
+    assert rc["requests"] == 30
     assert rc["text_mismatches"] == 0 and rc["citation_mismatches"] == 0
     assert rc["max_abs_best_cos_diff"] < 1e-3
     chosen = cal["chosen"]

@@ -396,9 +396,17 @@ ANSWER = {
         ],
         "nli_faithfulness": 0.93,
         "extractive": False,
-        "sentences": [{"text": "Promote the standby replica [1].", "citations": [1]}],
+        "sentences": [
+            {
+                "text": "Promote the standby replica [1].",
+                "citations": [1],
+                "supported": True,
+                "answers_question": True,
+            }
+        ],
         "dropped": 0,
         "refused": False,
+        "question": {"type": "other", "focus": ""},
     },
 }
 
@@ -428,6 +436,10 @@ def test_answer_and_stream_wire_format_over_a_mock():
         cite = res.answer.citations[0]
         assert (cite.index, cite.unit_id) == (1, "u1") and cite.locator is not None
         assert cite.locator.box == (1, 2, 3, 4) and cite.locator.page == 2
+        s0 = res.answer.sentences[0]
+        assert s0.answers_question is True and s0.supported and s0.citations == (1,)
+        assert res.answer.question is not None and res.answer.question.type == "other"
+        assert res.answer.refusal_code is None and res.answer.unanswered_parts == ()
         events = list(c.answer_stream("how to fail over?"))
     assert [e.event for e in events] == ["sentence", "citation", "final"]
     assert events[1].data["locator"]["kind"] == "char_span"  # a data field split over two lines

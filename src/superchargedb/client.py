@@ -237,23 +237,90 @@ class Citation:
 
 
 @dataclass(frozen=True)
+class AnswerSentence:
+    """One sentence of an answer: ``supported`` by its cited passages, and whether it
+    ``answers_question`` (states the asked type about the asked focus), which is not the same."""
+
+    text: str
+    citations: tuple[int, ...]
+    supported: bool
+    support_score: float | None
+    quoted: bool
+    answers_question: bool | None
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json) -> AnswerSentence:
+        return _make(
+            cls,
+            d,
+            text=d.get("text") or "",
+            citations=tuple(d.get("citations") or ()),
+            supported=bool(d.get("supported")),
+            quoted=bool(d.get("quoted")),
+        )
+
+
+@dataclass(frozen=True)
+class QuestionInfo:
+    """What the server recognized the question asks: ``type`` (person, date, num, place, org,
+    yesno, choice, thing, other), its ``focus`` and, for compound questions, its ``parts``."""
+
+    type: str
+    focus: str
+    options: tuple[str, ...]
+    parts: tuple[str, ...]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Json | None) -> QuestionInfo | None:
+        if not isinstance(d, dict):
+            return None
+        return _make(
+            cls,
+            d,
+            type=d.get("type") or "other",
+            focus=d.get("focus") or "",
+            options=_tuple(d.get("options")),
+            parts=_tuple(d.get("parts")),
+        )
+
+
+@dataclass(frozen=True)
 class Answer:
+    """``refusal_code``: ``no_evidence``, ``type_mismatch``, ``focus_missing`` or
+    ``chain_incomplete`` when ``refused``; ``unanswered_parts``: a compound question's parts
+    left unanswered."""
+
     text: str
     citations: tuple[Citation, ...]
     nli_faithfulness: float | None
     extractive: bool
-    sentences: tuple[Any, ...]
+    sentences: tuple[AnswerSentence, ...]
     dropped: Any
     refused: bool
+    refusal_code: str | None
+    refusal_reason: str | None
+    question: QuestionInfo | None
+    unanswered_parts: tuple[str, ...]
     raw: Json = field(repr=False, compare=False)
 
     @classmethod
     def from_json(cls, d: Json) -> Answer:
         cites = tuple(Citation.from_json(c) for c in d.get("citations") or ())
         flags = {"extractive": bool(d.get("extractive")), "refused": bool(d.get("refused"))}
-        sentences = _tuple(d.get("sentences"))
+        sentences = tuple(
+            AnswerSentence.from_json(s) for s in d.get("sentences") or () if isinstance(s, dict)
+        )
         return _make(
-            cls, d, text=d.get("text") or "", citations=cites, sentences=sentences, **flags
+            cls,
+            d,
+            text=d.get("text") or "",
+            citations=cites,
+            sentences=sentences,
+            question=QuestionInfo.from_json(d.get("question")),
+            unanswered_parts=_tuple(d.get("unanswered_parts")),
+            **flags,
         )
 
 

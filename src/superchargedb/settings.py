@@ -111,6 +111,11 @@ class Settings(BaseSettings):
     # When a model's answer rests on another sentence than the best one of the passages it
     # cites, quote that best sentence after it (answer/extractive.py, quote_best)
     answer_quote_best: bool = True
+    # A best sentence that fails the answer check (answer/checks.py) still answers at this
+    # answerability log-odds or above; unset = the calibrated constant (1e9: checks refuse)
+    answer_check_min_score: float | None = None
+    # Extra retrievals an answer may make for a bridge entity (answer/chain.py); 0 = no hops
+    answer_max_hops: int = 2
 
     # Rate limits (0 disables a limit). Per key, then per client address before any key lookup;
     # failed authentications drain a small per-address bucket (brute force).

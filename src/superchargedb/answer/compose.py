@@ -116,7 +116,10 @@ def build_answer(
     }
 
 
-def refusal(reason: str, dropped: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def refusal(
+    reason: str, dropped: list[dict[str, Any]] | None = None, code: str = "no_evidence"
+) -> dict[str, Any]:
+    """A refusal; ``code`` is one of ``checks.CODES`` (a stable name for a UI)."""
     return {
         "text": REFUSAL_TEXT,
         "citations": [],
@@ -125,6 +128,7 @@ def refusal(reason: str, dropped: list[dict[str, Any]] | None = None) -> dict[st
         "provider": "refusal",
         "refused": True,
         "refusal_reason": reason,
+        "refusal_code": code,
         "sentences": [],
         "dropped": dropped or [],
     }

@@ -163,7 +163,10 @@ class Localizer:
                 )[:MAX_SENTENCES]
                 spans.sort()
             for a, b in spans:
-                sent = _clean(hit["text"][a:b])
+                raw = hit["text"][a:b].lstrip()
+                if raw.startswith("#") and "\n" not in raw.strip():
+                    continue  # a Markdown heading names a section; it states no fact
+                sent = _clean(raw)
                 if not sent:
                     continue
                 ss = T.text_stems(sent)

@@ -19,9 +19,11 @@ from .answerability import MIN_SCORE, Rule, decide
 from .compose import Draft, Sentence, build_answer, is_refusal, refusal, split_markers
 from .context import passages_for
 from .extractive import extract, quote_best
+from .gate import annotate, answers_nothing, gate
 from .localize import Evidence, Localizer, sentence_span
 from .pricing import chat_cost, compute_cost
 from .providers import ChatProvider, Passage, ProviderFailed, SynthOutput
+from .question import QuestionInfo, analyze
 from .relevance import RELEVANCE_CUT, focus, relevance
 from .sentences import sentence_texts
 from .verify import EntailmentChecker
@@ -94,13 +96,49 @@ class Answerer:
         )
         floor = self.settings.answer_min_score
         decision = decide(evidence, Rule(min_score=MIN_SCORE if floor is None else floor))
-        if not decision.answerable or decision.best is None:
-            trace.stages.append(Stage("synth", 0.0, skipped=f"unanswerable: {decision.reason}"))
+        info = analyze(q.q)
+        hops = self.settings.answer_max_hops
+        if deadline is not None and time.perf_counter() > deadline:
+            hops = 0  # a hop would only spend a budget already gone
+
+        def hop_search(text: str) -> list[dict[str, Any]]:
+            # The same search call and the same ReadFilter: a hop sees exactly what q sees.
+            return self.searcher.run(q.model_copy(update={"q": text}), rf, Trace())
+
+        g = gate(
+            info,
+            evidence,
+            decision,
+            hop_search,
+            self.localizer.localize,
+            hops,
+            self.settings.answer_check_min_score,
+            floor,
+        )
+        if g.notes:
+            trace.stages.append(Stage("hop", g.hop_ms, detail="; ".join(g.notes)))
+        if g.code is not None:
+            trace.stages.append(Stage("synth", 0.0, skipped=f"unanswerable: {g.code}"))
             trace.stages.append(Stage("verify", 0.0, skipped="refused"))
-            return hits, {**refusal(decision.reason), "signals": decision.signals()}
+            out = {**refusal(g.reason, code=g.code), "signals": decision.signals()}
+            annotate(out, info)
+            return hits, out
+        if g.draft is not None:  # a chain or a compound question: quoted, cited hop by hop
+            answer = build_answer(
+                g.draft, evidence + g.extra, extractive=True, provider="extractive"
+            )
+            answer["signals"] = decision.signals()
+            if g.unanswered:
+                answer["unanswered_parts"] = g.unanswered
+            annotate(answer, info)
+            kind = "chain" if g.extra else f"compound, {len(g.unanswered)} part(s) unanswered"
+            trace.stages.append(Stage("synth", 0.0, detail=f"extractive {kind}"))
+            trace.stages.append(Stage("verify", 0.0, skipped="quoted by construction"))
+            return hits, answer
+        assert g.best is not None
         t = time.perf_counter()
         draft, provider, extractive, detail, tokens, failed = self._synthesize(
-            q, evidence, decision.best, trace, deadline
+            q, evidence, g.best, trace, deadline, info
         )
         synth_ms = _ms(t)
         # A provider that failed transiently (timeout, 5xx) left a fallback answer: not cached.
@@ -109,9 +147,12 @@ class Answerer:
             trace.stages.append(synth)
             trace.stages.append(Stage("verify", 0.0, skipped="refused"))
             out = refusal("the model refused and no sentence passed the support check")
-            return hits, {**out, "signals": decision.signals()}
+            out = {**out, "signals": decision.signals()}
+            annotate(out, info)
+            return hits, out
         answer = build_answer(draft, evidence, extractive=extractive, provider=provider)
         answer["signals"] = decision.signals()
+        annotate(answer, info)
         detail = f"{provider}; {len(answer['citations'])} citations" + (
             f"; {detail}" if detail else ""
         )
@@ -130,6 +171,7 @@ class Answerer:
         best: Any,
         trace: Trace,
         deadline: float | None,
+        info: QuestionInfo | None = None,
     ) -> tuple[Draft | None, str, bool, str, Any, bool]:
         """Try the chain: (draft, or None to refuse; provider; extractive; notes; tokens;
         whether a provider failed transiently)."""
@@ -175,7 +217,7 @@ class Answerer:
                 if not draft.sentences:
                     return None, prov.name, False, "; ".join(notes), tokens, failed
                 return draft, "extractive fallback", True, "; ".join(notes), tokens, failed
-            draft = self._check_llm(out.text, evidence)
+            draft = self._check_llm(out.text, evidence, info)
             if draft.sentences:
                 if self.settings.answer_quote_best and quote_best(draft, evidence):
                     notes.append("quoted the best sentence: the model answered from another")
@@ -188,7 +230,9 @@ class Answerer:
         # A model whose output was rejected still ran: its tokens stay in the trace.
         return draft, provider, True, "; ".join(notes), spent, failed
 
-    def _check_llm(self, text: str, evidence: list[Evidence]) -> Draft:
+    def _check_llm(
+        self, text: str, evidence: list[Evidence], info: QuestionInfo | None = None
+    ) -> Draft:
         t = time.perf_counter()
         by_n = {ev.n: ev.hit["text"] for ev in evidence}
         ev_of = {ev.n: ev for ev in evidence}
@@ -230,6 +274,10 @@ class Answerer:
             f = focus(clean, valid, support, by_n, rel, self.checker, cut)
             if f.support is None:
                 draft.dropped.append({"text": clean, "reason": f.reason})
+                continue
+            miss = answers_nothing(info, clean) if info is not None else None
+            if miss is not None:  # supported, but not what was asked (D-163)
+                draft.dropped.append({"text": clean, "reason": miss})
                 continue
             if f.reason:  # a note on a kept sentence: which [n] went, and why
                 draft.dropped.append({"text": clean, "reason": f.reason})
