@@ -51,7 +51,7 @@ from bench.common.embedcache import (
     open_cache,
 )
 from bench.common.env import environment
-from bench.common.paths import CACHE_DIR, RESULTS
+from bench.common.paths import CACHE_DIR, REPO, RESULTS
 from bench.common.proc import child_env, module_cmd
 from bench.common.report import command, write_report
 from bench.common.service import PRINCIPAL_KEY, ingest_docs, make_service
@@ -204,6 +204,15 @@ def profile(runner: Runner, qidx: list[int], out: Path) -> str | None:
     return path.name
 
 
+def _shown_source(pkg: Path) -> str:
+    """The code version's folder without a machine's path: repository-relative when it is this
+    checkout's, else just its last parts (e.g. an ``--ab`` tree unpacked elsewhere)."""
+    try:
+        return pkg.relative_to(REPO).as_posix()
+    except ValueError:
+        return "/".join(pkg.parts[-3:]) + " (--ab tree)"
+
+
 def child_main(args: argparse.Namespace) -> int:
     """One code version (whatever ``superchargedb`` imports as): build, then serve rounds."""
     proto = os.fdopen(os.dup(1), "w", buffering=1)
@@ -230,7 +239,7 @@ def child_main(args: argparse.Namespace) -> int:
         runner.cell(cell, list(range(min(3, len(texts)))), -1)
     hello = {
         "ok": True,
-        "source": str(Path(superchargedb.__file__).resolve().parent),
+        "source": _shown_source(Path(superchargedb.__file__).resolve().parent),
         "version": getattr(superchargedb, "__version__", "?"),
         "docs": len(docs),
         "units": ing["units"],
