@@ -95,11 +95,6 @@ def voiced_outside(x: np.ndarray, ranges_ms: list[tuple[int, int]]) -> tuple[int
     return int((v & ~inside).sum()), int(v.sum())
 
 
-def voiced_span_s(x: np.ndarray) -> tuple[float, float]:
-    i = np.flatnonzero(voiced_frames(x))
-    return float(i[0]) * 0.01, float(i[-1] + 1) * 0.01
-
-
 # --------------------------------------------------------------------------- API helpers
 
 
@@ -140,23 +135,27 @@ def build_video(rows: dict[str, dict], d: Path, seed: int = 7) -> tuple[Path, Pa
     rng = np.random.default_rng(seed)
     pcm: list[np.ndarray] = []
     t = 0
-    cues = []
+    spans = []  # each cue's clips, as sample ranges of the track
     for i, cue in enumerate(CUES):
         gap = 0 if i == 0 else int(rng.uniform(0.0, 0.2) * RATE)
         pcm.append(np.zeros(gap, dtype=np.int16))
         t += gap
-        first = last = None
-        texts = []
+        first, texts = t, []
         for part in cue.split("+"):
             x = read_pcm(EVAL / rows[part]["audio"])
-            a, b = voiced_span_s(x)
-            first = t / RATE + a if first is None else first
-            last = t / RATE + b
             texts.append(rows[part]["text"])
             pcm.append(x.astype(np.int16))
             t += len(x)
-        cues.append({"start": round(first or 0.0, 3), "end": round(last or 0.0, 3)})
-        cues[-1]["text"] = " ".join(texts)
+        spans.append((first, t, " ".join(texts)))
+    # A cue spans the voiced frames of its clips, judged against the track's peak as the
+    # voiced-outside measure is (a quiet reading's room tone is not speech).
+    voiced = voiced_frames(np.concatenate(pcm).astype(np.float64))
+    cues = []
+    for a, b, text in spans:
+        idx = np.flatnonzero(voiced[a // 160 : b // 160]) + a // 160
+        cues.append(
+            {"start": round(idx[0] * 0.01, 2), "end": round((idx[-1] + 1) * 0.01, 2), "text": text}
+        )
     track = d / "track.wav"
     with wave.open(str(track), "wb") as w:
         w.setnchannels(1)

@@ -6,7 +6,8 @@ happen before anything is decoded. ffmpeg demuxes the audio to 16 kHz mono WAV; 
 most ``CHUNK_S`` cut at quiet points, each chunk in its own rlimited worker. Words become
 utterances at the grain of speech, their edges set on the signal (``utterances.py``). Videos are
 cut into shots at hard cuts (ffmpeg scene scores, peaks above a threshold at least ``MIN_SHOT_S``
-apart); a shot's text is the OCR text of its middle frame plus the words spoken during it. Times are ms with an exclusive end.
+apart); a shot's text is the OCR text of its middle frame plus the words spoken during it.
+Times are ms with an exclusive end.
 """
 
 from __future__ import annotations

@@ -29,7 +29,26 @@ SMOOTH_FRAMES = 5  # 50 ms
 VOICED_DB = 35.0  # below the file's peak frame energy: still voice (or room tone next to it)
 BRIDGE_S = 0.15  # an edge walks over quieter dips shorter than this
 EXTEND_S = 1.0  # how far the outer edges may walk beyond their words
+QUIET_PAUSE_S = 0.3  # a quiet run this long after a clause's punctuation starts a new utterance
 SENTENCE_END = (".", "?", "!")
+CLAUSE_END = (",", ";", ":", *SENTENCE_END)
+ABBREVIATIONS = frozenset(
+    [
+        "mr.",
+        "mrs.",
+        "ms.",
+        "dr.",
+        "st.",
+        "vs.",
+        "etc.",
+        "prof.",
+        "sr.",
+        "jr.",
+        "e.g.",
+        "i.e.",
+        "no.",
+    ]
+)
 
 
 def t_fragment(ms: int) -> str:
@@ -61,15 +80,30 @@ def envelope(wav: Path) -> np.ndarray:
     return (20 * np.log10(np.maximum(e, peak * 1e-10) / peak)).astype(np.float32)
 
 
-def group_words(words: list[list[Any]]) -> list[list[list[Any]]]:
-    """Break at segment boundaries, sentence ends and pauses; then split groups too long."""
+def ends_sentence(word: str) -> bool:
+    w = word.strip()
+    return w.endswith(SENTENCE_END) and w.lower() not in ABBREVIATIONS
+
+
+def group_words(words: list[list[Any]], sig: Signal | None = None) -> list[list[list[Any]]]:
+    """Break at segment boundaries, sentence ends and pauses; then split groups too long.
+
+    A pause is Whisper's gap between two words (``PAUSE_S``) or, measured on the signal, a quiet
+    run between their middles: ``QUIET_PAUSE_S`` after a clause's punctuation, ``PAUSE_S`` / 2
+    anywhere (Whisper runs two sentences said 0.4 s apart into one segment)."""
     groups: list[list[list[Any]]] = []
     for w in words:
         if groups:
             last = groups[-1][-1]
             same_segment = len(w) < 5 or len(last) < 5 or w[4] == last[4]
-            sentence_end = str(last[0]).rstrip().endswith(SENTENCE_END)
-            if same_segment and not sentence_end and w[1] - last[2] < PAUSE_S:
+            quiet = sig.quiet_run((last[1] + last[2]) / 2, (w[1] + w[2]) / 2) if sig else 0.0
+            clause = str(last[0]).rstrip().endswith(CLAUSE_END)
+            pause = (
+                w[1] - last[2] >= PAUSE_S
+                or quiet >= PAUSE_S / 2
+                or (clause and quiet >= QUIET_PAUSE_S)
+            )
+            if same_segment and not ends_sentence(str(last[0])) and not pause:
                 groups[-1].append(w)
                 continue
         groups.append([w])
@@ -93,7 +127,7 @@ def split_long(g: list[list[Any]]) -> list[list[list[Any]]]:
 
 def gap_score(g: list[list[Any]], i: int) -> float:
     """How good a cut before word ``i`` is: its pause, plus 0.2 s after a clause's end."""
-    clause = str(g[i - 1][0]).rstrip().endswith((",", ";", ":", *SENTENCE_END))
+    clause = str(g[i - 1][0]).rstrip().endswith(CLAUSE_END)
     return g[i][1] - g[i - 1][2] + (0.2 if clause else 0.0)
 
 
@@ -104,6 +138,15 @@ class Signal:
         self.db, self.duration = db, duration
         self.voiced = db >= -VOICED_DB
         self.bridge = max(1, int(round(BRIDGE_S / FRAME_S)))
+
+    def quiet_run(self, lo: float, hi: float) -> float:
+        """The longest run of frames below the voiced level in [lo, hi], in seconds."""
+        a, b = max(0, int(lo / FRAME_S)), min(len(self.voiced), int(math.ceil(hi / FRAME_S)))
+        if b <= a:
+            return 0.0
+        quiet = np.concatenate(([0], (~self.voiced[a:b]).astype(np.int8), [0]))
+        edges = np.flatnonzero(np.diff(quiet))
+        return float((edges[1::2] - edges[::2]).max(initial=0)) * FRAME_S
 
     def quietest(self, lo: float, hi: float) -> float:
         """The centre of the quietest frame in [lo, hi] (the one nearest the middle of a tie)."""
@@ -187,7 +230,7 @@ def utterance_units(
     sig = Signal(db if db is not None else np.zeros(0, dtype=np.float32), duration)
     end_cap = int(math.ceil(duration * 1000))
     units = []
-    for g in place(group_words(words), sig):
+    for g in place(group_words(words, sig), sig):
         text, spans = char_spans(g)
         if not text:
             continue
