@@ -532,7 +532,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         row = self._visible_row(principal, unit_id)
         if row is None:
             raise NotFoundError("unit not found")
-        if not row["object_key"] or row["plane"] not in ("doc_visual", "visual"):
+        if not has_preview(row):
             raise NotFoundError("this unit has no page or image to preview")
         # The blob the Unit was derived from (kept by the Unit), not whatever the key names now.
         if not row["object_sha"] or not self.blobs.exists(row["object_sha"]):
@@ -633,7 +633,13 @@ def unit_dict(row: Any) -> dict[str, Any]:
         "event_at": row["event_at"],
         "t_bucket": row["t_bucket"],
         "link": units_sql.unit_link(row),
-        "preview": f"/v1/units/{row['unit_id']}/preview"
-        if row["object_key"] and row["plane"] in ("doc_visual", "visual")
-        else None,
+        "preview": f"/v1/units/{row['unit_id']}/preview" if has_preview(row) else None,
     }
+
+
+def has_preview(row: Any) -> bool:
+    """A page or an image to draw the box on. A video shot has neither (its blob is the video;
+    no keyframe is stored yet), so it advertises no preview rather than one that fails."""
+    return bool(row["object_key"]) and (
+        row["plane"] in ("doc_visual", "visual") and row["modality"] != "video_shot"
+    )

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .. import locate_words
 from ..types import Principal, Stage, Trace
 from .answerability import MIN_SCORE, Rule, decide
 from .compose import Draft, Sentence, build_answer, is_refusal, refusal, split_markers
@@ -83,6 +84,7 @@ class Answerer:
         n_pass = min(len(hits), self.svc.settings.answer_passages)
         t = time.perf_counter()
         evidence = self.localizer.localize(q.q, hits[:n_pass])
+        locate_words.attach(self.svc.catalog.reader(), evidence)  # citations narrow to words
         n_sent = sum(len(e.candidates) for e in evidence)
         trace.stages.append(
             Stage("localize", _ms(t), detail=f"{len(evidence)} passages, {n_sent} sentences")

@@ -13,7 +13,7 @@ from pathlib import PurePath
 from typing import Any
 
 import orjson
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
@@ -24,6 +24,7 @@ from ..errors import AuthError, InsufficientStorageError, SCDBError
 from ..preview import Previews
 from ..schemas import AegisQuery, IngestRequest
 from ..service import Service
+from ..storage import unit_words
 from ..types import Principal
 from .admission import AdmissionMiddleware
 from .body import parse_json
@@ -306,10 +307,20 @@ def create_app(svc: Service) -> FastAPI:
     )
     async def get_unit(
         unit_id: str,
+        words: bool = Query(False, description="add the Unit's words (char span, times, boxes)"),
         p: Principal = Depends(principal),
         scope: str | None = Depends(request_scope),
     ) -> Any:
-        return await run_in_threadpool(svc.get_unit, narrowed(svc, p, scope), unit_id)
+        who = narrowed(svc, p, scope)
+
+        def load() -> dict[str, Any]:
+            out = svc.get_unit(who, unit_id)  # the Unit's own check first: 404 / 403 as without
+            if words:
+                table = unit_words.for_unit_id(svc.catalog.reader(), unit_id)
+                out["words"] = [{"text": out["text"][w["start"] : w["end"]], **w} for w in table]
+            return out
+
+        return await run_in_threadpool(load)
 
     previews = app.state.previews = Previews(s)
 

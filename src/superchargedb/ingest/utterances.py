@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import wave
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,7 @@ def split_long(g: list[list[Any]]) -> list[list[list[Any]]]:
         fits = [i for i in range(1, len(g)) if g[i - 1][2] - t0 <= MAX_UTTERANCE_S] or [1]
         wide = [i for i in fits if g[i - 1][2] - t0 >= MAX_UTTERANCE_S / 3] or fits
 
-        cut = max(wide, key=lambda i, g=g: gap_score(g, i))
+        cut = max(wide, key=partial(gap_score, g))
         out.append(g[:cut])
         g = g[cut:]
     return [*out, g] if g else out
