@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out / "speech_locators.json"
     report = json.loads(path.read_text()) if path.exists() else {}
     report[args.label] = run(args.out, args.label)
-    path.write_text(json.dumps(report, indent=1))
+    path.write_text(json.dumps(report, indent=1, default=lambda o: o.item()))
     r = report[args.label]
     v = r["video"]
     print(json.dumps({k: r["recordings"][k] for k in r["recordings"] if k != "per_file"}))
