@@ -115,7 +115,15 @@ def ingest(c: httpx.Client, key: str, data: bytes, mime: str, doc_id: str) -> tu
 
 
 def units_of(c: httpx.Client, job: dict) -> list[dict]:
-    out = [c.get(f"/v1/units/{u}").json() for u in job["unit_ids"]]
+    out = []
+    for u in job["unit_ids"]:
+        for _ in range(100):  # a worker's commit reaches the server's index within ~0.25 s
+            r = c.get(f"/v1/units/{u}")
+            if r.status_code != 404:
+                break
+            time.sleep(0.05)
+        assert r.status_code == 200, r.text
+        out.append(r.json())
     return sorted(out, key=lambda u: (u["locator"]["t_start_ms"], u["modality"]))
 
 
@@ -305,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({k: r["recordings"][k] for k in r["recordings"] if k != "per_file"}))
     print(json.dumps({k: x for k, x in v.items() if not k.startswith("cue_hits")}))
     for k in ("cue_hits_audio_plane", "cue_hits_any_plane"):
-        print(k, json.dumps({x: y for x, y in v[k].items() if x != "per_cue"}))
+        print(k, json.dumps({x: y for x, y in v[k].items() if x != "per_cue"}, default=str))
     return 0
 
 

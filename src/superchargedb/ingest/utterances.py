@@ -28,6 +28,7 @@ PAUSE_S = 0.7  # a silence this long starts a new utterance
 FRAME_S = 0.01
 SMOOTH_FRAMES = 5  # 50 ms
 VOICED_DB = 35.0  # below the file's peak frame energy: still voice (or room tone next to it)
+QUIET_DB = 30.0  # below the peak: a pause (stricter, so room tone between sentences is one)
 BRIDGE_S = 0.15  # an edge walks over quieter dips shorter than this
 EXTEND_S = 1.0  # how far the outer edges may walk beyond their words
 QUIET_PAUSE_S = 0.3  # a quiet run this long after a clause's punctuation starts a new utterance
@@ -138,14 +139,15 @@ class Signal:
     def __init__(self, db: np.ndarray, duration: float) -> None:
         self.db, self.duration = db, duration
         self.voiced = db >= -VOICED_DB
+        self.quiet = db < -QUIET_DB
         self.bridge = max(1, int(round(BRIDGE_S / FRAME_S)))
 
     def quiet_run(self, lo: float, hi: float) -> float:
-        """The longest run of frames below the voiced level in [lo, hi], in seconds."""
-        a, b = max(0, int(lo / FRAME_S)), min(len(self.voiced), int(math.ceil(hi / FRAME_S)))
+        """The longest run of quiet frames in [lo, hi], in seconds."""
+        a, b = max(0, int(lo / FRAME_S)), min(len(self.quiet), int(math.ceil(hi / FRAME_S)))
         if b <= a:
             return 0.0
-        quiet = np.concatenate(([0], (~self.voiced[a:b]).astype(np.int8), [0]))
+        quiet = np.concatenate(([0], self.quiet[a:b].astype(np.int8), [0]))
         edges = np.flatnonzero(np.diff(quiet))
         return float((edges[1::2] - edges[::2]).max(initial=0)) * FRAME_S
 
