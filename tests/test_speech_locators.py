@@ -196,7 +196,7 @@ def test_utterances_at_sentence_grain_leave_no_voiced_audio_out(track: dict[str,
         a, b = u.locator.t_start_ms / 1000, u.locator.t_end_ms / 1000
         assert abs(a - start) <= 0.3 and b - a <= 2 * (end - start), (sentence, (a, b), spans)
         assert u.fragment == t_fragment(u.locator.t_start_ms)
-        table = u.meta["words"]
+        table = u.meta["unit_words"]
         assert " ".join(u.text[w["start"] : w["end"]] for w in table) == u.text
         assert all(
             u.locator.t_start_ms <= w["t_start_ms"] <= w["t_end_ms"] <= u.locator.t_end_ms

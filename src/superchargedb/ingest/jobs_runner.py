@@ -164,7 +164,7 @@ class JobRunner:
                 )
             )
         ing._chunk_and_embed(prepared)
-        self._store(job, prepared, "replace", [d.meta.get("words") for d in derived])
+        self._store(job, prepared, "replace", [d.meta.get("unit_words") for d in derived])
 
     def _store(
         self,

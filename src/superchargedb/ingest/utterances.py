@@ -258,7 +258,7 @@ def utterance_units(
                 plane="audio",
                 locator=Locator(kind="time_range", t_start_ms=t0, t_end_ms=t1),
                 fragment=t_fragment(t0),
-                meta={**meta, "confidence": conf, "words": table},
+                meta={**meta, "confidence": conf, "unit_words": table},
             )
         )
     return units
