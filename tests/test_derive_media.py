@@ -32,8 +32,8 @@ from superchargedb.ingest.derive import (
     run_engine,
     sniff,
 )
-from superchargedb.ingest.derive_av import group_words
 from superchargedb.ingest.derive_ocr import HttpCaptioner
+from superchargedb.ingest.utterances import group_words, t_fragment
 
 pytest.importorskip("pypdfium2")
 pytest.importorskip("reportlab")
@@ -452,8 +452,8 @@ def test_utterances_match_sentence_boundaries(speech: dict[str, Any]) -> None:
     assert units and all((u.modality, u.plane) == ("utterance", "audio") for u in units)
     for u in units:
         a, b = span(u)
-        assert u.locator.kind == "time_range" and 0 < b - a <= 30_000
-        assert u.fragment == f"#t={a // 1000}"
+        assert u.locator.kind == "time_range" and 0 < b - a <= 15_000
+        assert u.fragment == t_fragment(a)
     for (start, end), sentence in zip(speech["truth"], SENTENCES, strict=True):
         hits = [
             u
@@ -464,14 +464,22 @@ def test_utterances_match_sentence_boundaries(speech: dict[str, Any]) -> None:
         assert len(words_of(hits[0].text) & words_of(sentence)) >= 3, hits[0].text
 
 
-def test_utterance_grouping_breaks_on_pauses_and_caps_at_30s() -> None:
-    # 80 s of continuous speech, no sentence ends: cut into pieces of at most 30 s
-    words = [[" word", i * 0.4, i * 0.4 + 0.35, 0.9] for i in range(200)]
+def test_utterance_grouping_breaks_on_segments_sentences_pauses_and_caps_at_15s() -> None:
+    # 80 s of continuous speech in one segment, no sentence ends: pieces of at most 15 s
+    words = [[" word", i * 0.4, i * 0.4 + 0.35, 0.9, 1] for i in range(200)]
     groups = group_words(words)
-    assert len(groups) >= 3 and all(g[-1][2] - g[0][1] <= 30.0 for g in groups)
-    # short segments merge; a long pause splits
-    words = [[" a.", 0.0, 0.5, 1], [" b", 0.6, 1.0, 1], [" c.", 1.1, 1.5, 1], [" d", 3.0, 3.4, 1]]
-    assert [len(g) for g in group_words(words)] == [3, 1]
+    assert len(groups) >= 6 and all(g[-1][2] - g[0][1] <= 15.0 for g in groups)
+    assert all(g[-1][2] - g[0][1] >= 5.0 for g in groups[:-1])  # no splinters
+    # a segment boundary, a sentence end (not "Mr.") and a long pause each start an utterance
+    words = [
+        [" Hello", 0.0, 0.4, 1, 1],
+        [" Mr.", 0.5, 0.8, 1, 1],
+        [" Smith.", 0.9, 1.3, 1, 1],
+        [" Yes", 1.4, 1.7, 1, 1],
+        [" we", 1.8, 2.0, 1, 2],
+        [" can", 3.0, 3.3, 1, 2],
+    ]
+    assert [len(g) for g in group_words(words)] == [3, 1, 1, 1]
 
 
 def make_video(d: Path, wav: Path, shots_s: list[float] = SHOTS_S, fps: int = 25) -> Path:
@@ -522,7 +530,7 @@ def test_video_shots_and_transcript(video: dict[str, Any]) -> None:
         a, b = span(s)
         assert (s.plane, s.locator.kind, s.locator.shot_idx) == ("visual", "time_range", i)
         assert abs(a - edges[i]) <= frame_ms and abs(b - edges[i + 1]) <= frame_ms
-        assert s.fragment == f"#t={a // 1000}"
+        assert s.fragment == t_fragment(a)
         assert s.meta["captured_at_iso"] == "2024-05-01T10:00:00Z"
         # an utterance said during the shot is in its text; one across a cut is split by word
         for u in utts:

@@ -16,6 +16,7 @@ from reportlab.lib.pagesizes import letter
 from reportlab.pdfgen import canvas
 
 from conftest import ALICE, BOB, CAROL, add_principal, auth, make_service
+from superchargedb.ingest.utterances import t_fragment
 
 
 def make_pdf() -> bytes:
@@ -244,8 +245,8 @@ def test_audio_search_finds_the_moment(client, tmp_path):
         assert hit["plane"] == "audio" and loc["kind"] == "time_range"
         assert abs(loc["t_start_ms"] / 1000 - start) <= 0.5, (sentence, loc, start)
         assert abs(loc["t_end_ms"] / 1000 - end) <= 0.5, (sentence, loc, end)
-        assert loc["t_end_ms"] - loc["t_start_ms"] <= 30_000
-        assert hit["link"] == f"/v1/objects/{key}#t={loc['t_start_ms'] // 1000}"
+        assert loc["t_end_ms"] - loc["t_start_ms"] <= 15_000
+        assert hit["link"] == f"/v1/objects/{key}{t_fragment(loc['t_start_ms'])}"
 
 
 VIDEO_SHOTS_S = [3.0, 1.6, 3.4, 3.8]  # whole frames at 25 fps; cuts at 3.0, 4.6 and 8.0 s
@@ -286,7 +287,7 @@ def test_video_through_the_api(client, tmp_path):
 
     for u in units:  # every Unit deep-links to its moment
         assert u["locator"]["kind"] == "time_range"
-        frag = f"#t={u['locator']['t_start_ms'] // 1000}"
+        frag = t_fragment(u["locator"]["t_start_ms"])
         assert u["source_uri"] == key + frag and u["link"] == f"/v1/objects/{key}{frag}"
     shots = sorted(
         (u for u in units if u["modality"] == "video_shot"), key=lambda u: u["locator"]["shot_idx"]
@@ -324,7 +325,7 @@ def test_video_through_the_api(client, tmp_path):
         loc = hits[0]["locator"]
         assert abs(loc["t_start_ms"] / 1000 - start) <= 0.5, (sentence, loc, start)
         assert abs(loc["t_end_ms"] / 1000 - end) <= 0.5, (sentence, loc, end)
-        assert hits[0]["link"] == f"/v1/objects/{key}#t={loc['t_start_ms'] // 1000}"
+        assert hits[0]["link"] == f"/v1/objects/{key}{t_fragment(loc['t_start_ms'])}"
     # The slide's words (keyframe OCR) are in the last shot only, and lexically find it first
     # (the other shots share "quarterly" through the transcript).
     assert {"quarterly", "review"} <= words_of(shots[-1]["text"])
@@ -333,7 +334,11 @@ def test_video_through_the_api(client, tmp_path):
         "/v1/search", headers=ALICE, json={"q": "quarterly review", "planes": ["visual"]}
     ).json()["hits"]
     slide = next(h for h in hits if h["unit_id"] == shots[-1]["unit_id"])
-    assert slide["ranks"]["lexical"] == 1 and slide["link"].endswith("#t=8"), slide
+    assert slide["ranks"]["lexical"] == 1, slide
+    assert slide["link"].endswith(t_fragment(shots[-1]["locator"]["t_start_ms"]))
+    assert shots[-1]["preview"] is None  # a shot has no page or image to draw on (yet)
+    r = client.get(f"/v1/units/{shots[-1]['unit_id']}/preview", headers=ALICE)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
     # A player seeks: byte ranges of the video.
     r = client.get(f"/v1/objects/{key}", headers={**ALICE, "Range": "bytes=100-1099"})
     assert r.status_code == 206 and r.content == mp4[100:1100]

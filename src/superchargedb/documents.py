@@ -350,7 +350,13 @@ def unit_dict(row: Any) -> dict[str, Any]:
         "event_at": row["event_at"],
         "t_bucket": row["t_bucket"],
         "link": units_sql.unit_link(row),
-        "preview": f"/v1/units/{row['unit_id']}/preview"
-        if row["object_key"] and row["plane"] in ("doc_visual", "visual")
-        else None,
+        "preview": f"/v1/units/{row['unit_id']}/preview" if has_preview(row) else None,
     }
+
+
+def has_preview(row: Any) -> bool:
+    """A page or an image to draw the box on. A video shot has neither (its blob is the video;
+    no keyframe is stored yet), so it advertises no preview rather than one that fails."""
+    return bool(row["object_key"]) and (
+        row["plane"] in ("doc_visual", "visual") and row["modality"] != "video_shot"
+    )

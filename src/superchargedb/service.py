@@ -19,7 +19,7 @@ from .auth import principals as principals_mod
 from .auth.scopes import check_scope, clamp
 from .background import Background
 from .components import Components
-from .documents import DocumentsMixin, unit_dict
+from .documents import DocumentsMixin, has_preview, unit_dict
 from .errors import (
     ForbiddenError,
     NotFoundError,
@@ -35,7 +35,7 @@ from .preview import PreviewSource
 from .readfilter import ReadFilter
 from .schemas import AegisQuery
 from .search.cache import cache_key
-from .storage.sqlite import audit
+from .storage.sqlite import audit, unit_words
 from .storage.sqlite import units as units_sql
 from .storage.sqlite.filter_sql import scope_sql, visible_sql
 from .tenancy import TenancyMixin
@@ -320,13 +320,21 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
             .fetchone()
         )
 
-    def get_unit(self, principal: Principal, unit_id: str) -> dict[str, Any]:
+    def get_unit(
+        self, principal: Principal, unit_id: str, *, words: bool = False
+    ) -> dict[str, Any]:
+        """``GET /v1/units/{id}``; with ``words``, the Unit's word table too (char span, times,
+        boxes), read only once the Unit's own check passed (else the same 404)."""
         if not principal.has("read"):
             raise ForbiddenError("the read permission is required")
         row = self._visible_row(principal, unit_id)
         if row is None:
             raise NotFoundError("unit not found")
-        return unit_dict(row)
+        out = unit_dict(row)
+        if words:
+            table = unit_words.get(self.catalog.reader(), int(row["id"]))
+            out["words"] = [{"text": out["text"][w["start"] : w["end"]], **w} for w in table]
+        return out
 
     def preview_source(self, principal: Principal, unit_id: str) -> PreviewSource:
         """What a preview of the Unit draws, for a caller who may read it (else the same 404
@@ -337,7 +345,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         row = self._visible_row(principal, unit_id)
         if row is None:
             raise NotFoundError("unit not found")
-        if not row["object_key"] or row["plane"] not in ("doc_visual", "visual"):
+        if not has_preview(row):
             raise NotFoundError("this unit has no page or image to preview")
         # The blob the Unit was derived from (kept by the Unit), not whatever the key names now.
         if not row["object_sha"] or not self.blobs.exists(row["object_sha"]):

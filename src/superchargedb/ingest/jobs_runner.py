@@ -19,6 +19,7 @@ import orjson
 from .. import faults
 from ..auth.principals import row_to_principal
 from ..errors import SCDBError
+from ..storage.sqlite import unit_words
 from ..storage.sqlite.jobs import Job, JobQueue, LeaseLost
 from . import deferred
 from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, derive
@@ -150,9 +151,15 @@ class JobRunner:
                 )
             )
         ing._chunk_and_embed(prepared)
-        self._store(job, prepared, "replace")
+        self._store(job, prepared, "replace", [d.meta.get("unit_words") for d in derived])
 
-    def _store(self, job: Job, prepared: list[Prepared], mode: str) -> None:
+    def _store(
+        self,
+        job: Job,
+        prepared: list[Prepared],
+        mode: str,
+        words: list[list[dict[str, Any]] | None] | None = None,
+    ) -> None:
         """Write a job's embedded Units and complete it, in one transaction under the lease."""
         ing = self.ingestor
         svc = ing.deps
@@ -178,6 +185,13 @@ class JobRunner:
                     check_quota=False,
                     action="ingest.derived",
                 )
+                for o, table in zip(outcomes, words or [], strict=False):
+                    # A Unit split into chunks keeps no word table (its offsets are the parent's).
+                    if table and len(o.unit_ids) == 1:
+                        rid = conn.execute(
+                            "SELECT id FROM units WHERE unit_id = ?", (o.unit_ids[0],)
+                        ).fetchone()[0]
+                        unit_words.put(conn, int(rid), table)
                 faults.point("jobs.before_complete")
                 ids = [u for o in outcomes for u in o.unit_ids]
                 self.queue.complete(conn, job, {"unit_ids": ids, "units": len(ids)})

@@ -263,6 +263,25 @@ CREATE INDEX console_sessions_key ON console_sessions(key_id);
 CREATE INDEX console_sessions_expiry ON console_sessions(expires_at);
 """
 
+# A derived Unit's words (D-172): where each lies in the Unit's text and in the source (times for
+# speech; page and box for page words), so a citation can narrow to the words it rests on. The
+# rows live and die with their Unit (the trigger), keyed by the Unit's rowid.
+M009_UNIT_WORDS = """
+CREATE TABLE unit_words (
+  unit INTEGER NOT NULL,
+  idx INTEGER NOT NULL,
+  char_start INTEGER NOT NULL,
+  char_end INTEGER NOT NULL,
+  t_start_ms INTEGER, t_end_ms INTEGER,
+  page INTEGER, x0 REAL, y0 REAL, x1 REAL, y1 REAL,
+  conf REAL,
+  PRIMARY KEY (unit, idx)
+) WITHOUT ROWID;
+CREATE TRIGGER unit_words_ad AFTER DELETE ON units BEGIN
+  DELETE FROM unit_words WHERE unit = old.id;
+END;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_usage", M002_USAGE),
@@ -272,6 +291,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m006_key_issuer", M006_KEY_ISSUER),
     ("m007_object_owner", M007_OBJECT_OWNER),
     ("m008_console_sessions", M008_CONSOLE_SESSIONS),
+    ("m009_unit_words", M009_UNIT_WORDS),
 ]
 
 
