@@ -20,7 +20,7 @@ as an SRT) and ingested as video. Measured:
   in the top 3?
 - **Derivation time per audio second**: ingest request to job done, per job, over audio seconds.
 
-    SCDB_EVAL_DIR=$SCDB_EVAL_DIR .venv/bin/python bench/speech_locators.py [--out bench/results]
+    SCDB_EVAL_DIR=... .venv/bin/python -m bench.speech_locators [--out bench/results]
         [--label after]
 
 Writes ``<out>/speech_locators.json`` (one section per ``--label``) and the SRT next to it.
@@ -45,11 +45,12 @@ from typing import Any
 import httpx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchserver import Server, free_port  # noqa: E402
-from ocr_score import levenshtein  # noqa: E402
+from bench.common import evaldir
+from bench.common.server import Server, free_port
+from bench.ocr_score import levenshtein
 
-EVAL = Path(os.environ.get("SCDB_EVAL_DIR", "../shared/eval")) / "speech-pocketsphinx"
+# The recordings' folder, set by main() from SCDB_EVAL_DIR / --eval-dir (no default).
+EVAL = Path("speech-pocketsphinx")
 SCOPE = "acme/alpha/backend"
 KEY = "aegis_sk_alice"
 RATE = 16000
@@ -302,7 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("bench/results"))
     ap.add_argument("--label", default="after")
+    evaldir.add_argument(ap)
     args = ap.parse_args(argv)
+    global EVAL
+    EVAL = evaldir.dataset_arg(args, "speech-pocketsphinx")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "speech_locators.json"
     report = json.loads(path.read_text()) if path.exists() else {}
