@@ -31,13 +31,14 @@ def test_processes_opening_a_fresh_catalog_together_all_succeed(tmp_path):
     """A server and workers starting at once: each sees every migration applied exactly once
     (before the re-check inside the write transaction, the losers failed on 'table exists')."""
     ctx = mp.get_context("spawn")
-    for attempt in range(3):
-        path = str(tmp_path / f"race{attempt}.db")
-        with ctx.Manager() as mgr:
-            start = mgr.Event()
-            with ctx.Pool(4) as pool:
-                pending = [pool.apply_async(_open, (path, start)) for _ in range(4)]
-                start.set()
-                results = [p.get(timeout=120) for p in pending]
-        want = sorted(name for name, _ in MIGRATIONS)
-        assert all(sorted(r) == want for r in results), results
+    # One manager and one pool for the three races: spawning them per race cost most of the
+    # time (each spawn imports the package). A barrier per race holds each task in its own
+    # worker until all four have arrived, so four distinct processes open each fresh file at once.
+    with ctx.Manager() as mgr, ctx.Pool(4) as pool:
+        for attempt in range(3):
+            path = str(tmp_path / f"race{attempt}.db")
+            start = mgr.Barrier(4)
+            pending = [pool.apply_async(_open, (path, start)) for _ in range(4)]
+            results = [p.get(timeout=120) for p in pending]
+            want = sorted(name for name, _ in MIGRATIONS)
+            assert all(sorted(r) == want for r in results), results
