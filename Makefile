@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8080
 DATA ?= ./scdb-data
+TEST_WORKERS ?= 2
 
 .PHONY: setup run test test-fast lint bench clean
 
@@ -20,8 +21,11 @@ run: setup
 test: setup
 	$(PY) -m pytest -q
 
+# The fast tier runs TEST_WORKERS pytest-xdist workers (one per core of the 2-core target), a
+# test file per worker at a time so a module's fixtures are built once; the whole suite stays
+# serial (its benchmarks time things). TEST_WORKERS=0 runs the fast tier serially.
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" -p xdist -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench

@@ -7,11 +7,12 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 import superchargedb  # noqa: F401  (imports onnxruntime before usearch)
@@ -33,6 +34,40 @@ os.environ.setdefault("SCDB_RATE_IP_RPS", "0")
 @pytest.fixture(scope="session")
 def embedder() -> Embedder:
     return make_embedder("minilm-int8")
+
+
+class DocMemoEmbedder:
+    """The session's real model with document vectors memoized per text: suites that ingest
+    the same corpus into a fresh Service per test pay for its embedding once. The model is
+    deterministic, so a memoized vector is the vector it would compute; queries go to the
+    model itself (its own LRU), and so do token counts and spans."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_id, self.dim, self.max_tokens = inner.model_id, inner.dim, inner.max_tokens
+        self.memo: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in self.memo]
+        if missing:
+            for t, v in zip(missing, self.inner.embed(missing), strict=True):
+                self.memo[t] = v
+        return np.stack([self.memo[t] for t in texts]) if texts else self.inner.embed([])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        return self.inner.token_spans(text)
+
+
+@pytest.fixture(scope="session")
+def memo_embedder(embedder: Embedder) -> DocMemoEmbedder:
+    return DocMemoEmbedder(embedder)
 
 
 @pytest.fixture

@@ -120,7 +120,7 @@ def test_import_survives_restart(tmp_path: Path, embedder) -> None:
         s.close()
 
 
-def test_cli_import(tmp_path: Path) -> None:
+def test_cli_import(tmp_path: Path, embedder) -> None:
     src = tmp_path / "in"
     src.mkdir()
     recs = records(30)
@@ -145,7 +145,7 @@ def test_cli_import(tmp_path: Path) -> None:
     assert res.exit_code == 1 and "record 3" in res.output
     res = runner.invoke(app, [*args, "--data", str(data), "--model-id", "some-other-model@256"])
     assert res.exit_code == 1
-    s = open_service(Settings(data_dir=data))
+    s = open_service(Settings(data_dir=data), embedder=embedder)  # the session's model
     try:
         assert count(s, "units") == 30
     finally:
@@ -218,7 +218,9 @@ def test_pipelined_import_matches_indexes_derived_from_the_catalog(
 
 
 @pytest.mark.parametrize("point", ["vectors.apply.before_add:2", "sync.after_apply:2"])
-def test_import_killed_during_a_background_vector_add_recovers(tmp_path: Path, point: str) -> None:
+def test_import_killed_during_a_background_vector_add_recovers(
+    tmp_path: Path, point: str, embedder
+) -> None:
     """SIGKILL while a batch's HNSW add runs in its thread (the next batch being written): the
     restart replays the committed batches, and running the import again completes it."""
     import os
@@ -237,7 +239,7 @@ def test_import_killed_during_a_background_vector_add_recovers(tmp_path: Path, p
     env = {**os.environ, "SCDB_CRASH_AT": point}
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]
-    s = open_service(Settings(data_dir=data))
+    s = open_service(Settings(data_dir=data), embedder=embedder)  # the session's model
     try:
         ids = {r[0] for r in s.catalog.reader().execute("SELECT id FROM units")}
         assert 60 <= len(ids) < 240 and len(ids) % 60 == 0  # whole batches only
@@ -250,7 +252,7 @@ def test_import_killed_during_a_background_vector_add_recovers(tmp_path: Path, p
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout[p.stdout.rindex("{") :])
     assert out["created"] == 240 - len(ids) and out["unchanged"] == len(ids)
-    s = open_service(Settings(data_dir=data))
+    s = open_service(Settings(data_dir=data), embedder=embedder)  # the session's model
     try:
         assert count(s, "units") == 240 and s.doctor()["ok"]
         assert len(s.store.keys("text")) == 240

@@ -179,6 +179,7 @@ def run_world(http: httpx.Client, keys: dict[str, dict[str, str]], world: list[A
             assert stable(hd) == stable(g), ("HEAD differs from GET", ctx)
 
 
+@pytest.mark.slow  # 11-20 s on the 2-core machine; `make test` runs it, the fast tier the quick one
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -186,6 +187,16 @@ def run_world(http: httpx.Client, keys: dict[str, dict[str, str]], world: list[A
 )
 @given(world=ops)
 def test_object_isolation_property(live, world):
+    run_world(*live, world)
+
+
+@settings(
+    max_examples=min(EXAMPLES, 10),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(world=ops)
+def test_object_isolation_property_quick(live, world):
     run_world(*live, world)
 
 
@@ -237,6 +248,9 @@ MUTATIONS = {
 }
 
 
+# Up to 200 generated worlds each (newest_wins needs ~18 s): `make test` runs them, as it runs
+# test_isolation_property's mutations.
+@pytest.mark.slow
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
 def test_object_mutations_are_caught(live, monkeypatch, mutation):
     MUTATIONS[mutation](monkeypatch)

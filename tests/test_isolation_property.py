@@ -77,6 +77,12 @@ def run_world(tmp: Path, spec: dict[str, Any], emb: Any, llm: EchoLLM, paths=ALL
     STATS["jobs"] += len(world.jobs)
 
 
+# The full property (~1 s a world) runs in `make test`; the fast tier runs a few worlds of the
+# same property so that an isolation break still fails there.
+QUICK_EXAMPLES = min(EXAMPLES, 8)
+
+
+@pytest.mark.slow
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -87,6 +93,21 @@ def test_isolation_property(tmp_path_factory, memo_embedder, echo_llm, spec):
     t0 = time.perf_counter()
     run_world(tmp_path_factory.mktemp("iso"), spec, memo_embedder, echo_llm)
     STATS["seconds"] += round(time.perf_counter() - t0, 3)
+
+
+@settings(
+    max_examples=QUICK_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(spec=worlds())
+def test_isolation_property_quick(tmp_path_factory, memo_embedder, echo_llm, spec):
+    saved = STATS.copy()  # the report counts the full property's worlds only
+    try:
+        run_world(tmp_path_factory.mktemp("isoq"), spec, memo_embedder, echo_llm)
+    finally:
+        STATS.clear()
+        STATS.update(saved)
 
 
 # Each injected bug (D-50) must be caught through each path it affects, on its own: a

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ALICE, BOB, CAROL, add_principal, auth
+from conftest import ALICE, BOB, CAROL, add_principal, auth, make_service
 from corpus import (
     DISTRACTORS,
     IDENT_QUERY,
@@ -13,6 +13,18 @@ from corpus import (
     PARAPHRASE_TARGET,
 )
 from superchargedb.query_terms import query_terms
+
+
+@pytest.fixture
+def svc(tmp_path, memo_embedder):
+    """A fresh Service per test, as conftest's, over the memoized model (the corpus is the same
+    in every test; embedding it again each time was most of this file's time)."""
+    from superchargedb.demo import seed_principals
+
+    s = make_service(tmp_path / "data", memo_embedder)
+    seed_principals(s)
+    yield s
+    s.close()
 
 
 @pytest.fixture

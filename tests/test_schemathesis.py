@@ -10,9 +10,7 @@ import os
 import tempfile
 
 import pytest
-import schemathesis
 from hypothesis import HealthCheck, given, settings
-from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from conftest import make_service
 
@@ -21,6 +19,8 @@ EXAMPLES = int(os.environ.get("SCDB_SCHEMATHESIS_EXAMPLES", "20"))
 
 @pytest.fixture(scope="module")
 def api(embedder):
+    import schemathesis  # here, not at module level: importing it costs collection ~0.4 s
+
     from superchargedb.api.app import create_app
     from superchargedb.demo import seed_principals
 
@@ -47,6 +47,8 @@ def test_every_operation_is_covered(api):
 
 @pytest.mark.parametrize("auth", ["admin", "anonymous"])
 def test_api_contract(api, auth):
+    from schemathesis.specs.openapi.checks import positive_data_acceptance
+
     headers = {"Authorization": "Bearer aegis_sk_alice"} if auth == "admin" else {}
     failures: list[str] = []
     calls = 0

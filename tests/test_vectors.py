@@ -44,6 +44,11 @@ def oracle(
     return [int(x) for x in ks[np.lexsort((ks, -ss))[:k]]]
 
 
+# Building the 20k-vector graph takes 10-20 s on the 2-core machine: the tests over it run in
+# `make test` (the slow tier), the smaller stores below in the fast tier too.
+BIG = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def big(tmp_path_factory: pytest.TempPathFactory):
     x = clustered(N, DIM, seed=7)
@@ -59,6 +64,7 @@ def big(tmp_path_factory: pytest.TempPathFactory):
     return store, keys, stored, qs
 
 
+@BIG
 def test_stored_rows_are_the_f16_of_the_normalized_input(big) -> None:
     store, keys, stored, _ = big
     assert store.count("text") == N
@@ -67,6 +73,7 @@ def test_stored_rows_are_the_f16_of_the_normalized_input(big) -> None:
     np.testing.assert_allclose(store.get("text", keys[:50]), expected, rtol=1e-3, atol=1e-4)
 
 
+@BIG
 def test_one_percent_filter_is_exact_with_recall_one(big) -> None:
     store, keys, stored, qs = big
     rng = np.random.default_rng(1)
@@ -83,6 +90,7 @@ def test_one_percent_filter_is_exact_with_recall_one(big) -> None:
         )
 
 
+@BIG
 @pytest.mark.parametrize("fraction", [0.05, 0.20, 1.0])
 def test_hnsw_branch_recall_at_least_095(big, fraction: float) -> None:
     store, keys, stored, qs = big
@@ -100,6 +108,7 @@ def test_hnsw_branch_recall_at_least_095(big, fraction: float) -> None:
     assert np.mean(recalls) >= 0.95, recalls
 
 
+@BIG
 def test_full_candidate_array_matches_unfiltered(big) -> None:
     store, keys, stored, qs = big
     hits, plan = store.search_planned("text", qs[0], K, keys)  # 20k <= exact_max: exact
@@ -107,6 +116,7 @@ def test_full_candidate_array_matches_unfiltered(big) -> None:
     assert [h for h, _ in hits] == oracle(stored, keys, qs[0], K)
 
 
+@BIG
 @pytest.mark.parametrize(
     ("size", "exact_max", "fraction", "plan"),
     [
@@ -128,6 +138,7 @@ def test_planner_threshold_both_sides(big, size, exact_max, fraction, plan) -> N
     assert np.isin([h for h, _ in hits], cand).all() and len(hits) == K
 
 
+@BIG
 @pytest.mark.parametrize("force_hnsw", [False, True])
 def test_filter_with_fewer_than_k_keys_returns_exactly_those(big, force_hnsw: bool) -> None:
     store, keys, _, qs = big
