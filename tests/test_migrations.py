@@ -32,15 +32,14 @@ def test_processes_opening_a_fresh_catalog_together_all_succeed(tmp_path):
     (before the re-check inside the write transaction, the losers failed on 'table exists')."""
     ctx = mp.get_context("spawn")
     # One manager and one pool for the three races: spawning them per race cost most of the
-    # time (each spawn imports the package). (A Barrier(4) here instead of the Event makes all
-    # four open at the same instant; that fails today with "database is locked" on PRAGMA
-    # journal_mode=WAL in storage/sqlite/catalog.py: the catalog must retry that pragma first.)
+    # time (each spawn imports the package). The barrier makes all four open at the same
+    # instant: without the catalog's retry of PRAGMA journal_mode=WAL the losers failed with
+    # "database is locked".
     with ctx.Manager() as mgr, ctx.Pool(4) as pool:
         for attempt in range(3):
             path = str(tmp_path / f"race{attempt}.db")
-            start = mgr.Event()
+            start = mgr.Barrier(4)
             pending = [pool.apply_async(_open, (path, start)) for _ in range(4)]
-            start.set()
             results = [p.get(timeout=120) for p in pending]
             want = sorted(name for name, _ in MIGRATIONS)
             assert all(sorted(r) == want for r in results), results

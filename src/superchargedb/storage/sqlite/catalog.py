@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,10 +42,30 @@ class _Reader:
             self.conn.close()
 
 
+def _set_wal(conn: sqlite3.Connection, wait_s: float = 30.0) -> None:
+    """``journal_mode=WAL``, retried while another process holds the lock it needs.
+
+    Changing the journal mode of a fresh database takes an exclusive lock, and SQLite answers
+    "database is locked" at once (no busy handler) to the loser of a simultaneous open: a
+    server and its workers starting together on a new data dir failed there.
+    """
+    deadline = time.monotonic() + wait_s
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
 def _connect(path: Path, synchronous: str, cache_mb: int) -> sqlite3.Connection:
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
+    _set_wal(conn)
     conn.execute(f"PRAGMA synchronous={synchronous}")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=30000")
