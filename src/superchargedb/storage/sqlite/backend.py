@@ -4,7 +4,7 @@ USearch as the derived vector index, the derived sparse lexical index, blobs as 
 A thin layer over the catalog modules beside it (units, jobs, audit, objects, index_sync): it
 renders a ``ReadFilter`` with ``filter_sql`` and turns rows into domain records, so that what
 crosses the seam is plain data. The steps a broken variant of the contract tests replaces are
-methods of their own (``_where``, ``_insert``, ``_claim``, ``_audit_prev``).
+methods of their own (``_where``, ``_insert``, ``_claim``, ``_audit_append``).
 """
 
 from __future__ import annotations
@@ -308,13 +308,9 @@ class SqliteBackend:
     def _claim(self) -> Job | None:
         return self._queue.claim()
 
-    def _audit_prev(self, conn: sqlite3.Connection) -> None:
-        """Nothing to do: ``audit.append`` reads the head inside the open transaction."""
-
     def _audit_append(
         self, conn: sqlite3.Connection, actor: Principal | str, action: str, record: dict[str, Any]
     ) -> str:
-        self._audit_prev(conn)
         return audit_mod.append(conn, self.audit_key, actor, action, record)
 
     # -- helpers -----------------------------------------------------------------------------
