@@ -49,18 +49,22 @@ from .worker import WorkerContext
 log = logging.getLogger(__name__)
 
 
+def _model(s: Settings, **extra: Any) -> Embedder:
+    """The configured embedding model, loaded."""
+    return make_embedder(
+        s.embedder,
+        max_tokens=s.embed_max_tokens,
+        threads=s.embed_threads,
+        batch_size=s.embed_batch_size,
+        **extra,
+    )
+
+
 def _executor(settings: Settings, embedder: Embedder | None) -> EmbedExecutor:
     """Every embedding goes through one micro-batching worker (D-42)."""
     s = settings
     return EmbedExecutor(
-        embedder
-        or make_embedder(
-            s.embedder,
-            max_tokens=s.embed_max_tokens,
-            threads=s.embed_threads,
-            batch_size=s.embed_batch_size,
-            cache_size=0,  # the executor caches query vectors
-        ),
+        embedder or _model(s, cache_size=0),  # the executor caches query vectors
         max_batch=s.embed_batch_size,
         wait_ms=s.embed_batch_wait_ms,
         max_queue=s.embed_queue_max,
@@ -205,12 +209,7 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
     if not (data / "catalog.db").exists():
         raise SystemExit(f"no catalog in {data}: start the server once first")
     catalog = Catalog(data / "catalog.db", s.sqlite_synchronous)
-    emb = embedder or make_embedder(
-        s.embedder,
-        max_tokens=s.embed_max_tokens,
-        threads=s.embed_threads,
-        batch_size=s.embed_batch_size,
-    )
+    emb = embedder or _model(s)
     jobs = JobQueue(catalog, s.job_lease_s, s.job_max_attempts)
     # Leases of workers (or servers) that provably died on this machine resume at once.
     jobs.release_dead_leases(own_data_dir=False)
