@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
     svc, _, _ = S.open_service(args.data, open_cache("scale_pool", CACHE_DIR), "sparse")
     readers = S.add_readers(svc)
-    store, lex, k = svc.store, svc.searcher.lexical, args.k
+    store, lex, k = svc.store, svc.searcher.store.lexical, args.k
     index = store._ix[args.plane]
     n = len(index)
     plain = SimpleNamespace(filters=None, modalities=None)

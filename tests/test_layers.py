@@ -82,8 +82,6 @@ SQL_DEBT = {
     "metering.py",
     "objects_service.py",
     "operator.py",
-    "search/hits.py",
-    "search/hybrid.py",
     "service.py",
     "stats.py",
     "tenancy.py",

@@ -53,20 +53,38 @@ OWNERS = ["alice", "bob", "carol"]
 GROUPS = ["eng", "ops", "sales"]
 
 
+# Without the evaluation data: generated texts and queries over one vocabulary (stems that
+# collide under Porter, repeated terms, unicode), as many as Cranfield gives, so that every
+# comparison below has as much to compare either way.
+_VOCAB = (
+    "wing wings winged flow flows flowing boundary layer layers heat heated heating shock "
+    "shocks pressure pressures supersonic subsonic nozzle nozzles plate plates laminar "
+    "turbulent turbulence drag lift cone cones jet jets blunt body bodies mach number numbers "
+    "velocity stream streams surface surfaces temperature ratio ratios viscous inviscid "
+    "transition separation separated wake wakes vortex vortices café naïve straße connection "
+    "connecting connected running runners security keys quarterly database backups"
+).split()
+
+
+def _generated(n: int, words: tuple[int, int], seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(_VOCAB, k=rng.randint(*words))) for _ in range(n)]
+
+
 def texts() -> list[str]:
     out = list(DISTRACTORS) + TRICKY
-    if CRANFIELD is not None:
-        with open(CRANFIELD / "corpus.jsonl", encoding="utf-8") as fh:
-            out += [json.loads(line)["text"] for line in fh][:400]
-    return out
+    if CRANFIELD is None:
+        return out + _generated(400, (6, 40), 7)
+    with open(CRANFIELD / "corpus.jsonl", encoding="utf-8") as fh:
+        return out + [json.loads(line)["text"] for line in fh][:400]
 
 
 def queries() -> list[str]:
     qs = ["connection running", "café naive", "database backups", "security keys quarterly"]
-    if CRANFIELD is not None:
-        with open(CRANFIELD / "queries.jsonl", encoding="utf-8") as fh:
-            qs += [json.loads(line)["text"] for line in fh][:60]
-    return qs
+    if CRANFIELD is None:
+        return qs + _generated(60, (2, 6), 11)
+    with open(CRANFIELD / "queries.jsonl", encoding="utf-8") as fh:
+        return qs + [json.loads(line)["text"] for line in fh][:60]
 
 
 def row(i: int, text: str, rng: random.Random) -> dict[str, object]:
@@ -403,7 +421,7 @@ def test_dense_candidates_from_the_index(svc) -> None:
     for who, scopes in ((reader, ["acme/alpha"]), (alice, ["acme/alpha/backend"])):
         rf = ReadFilter.of(who, scopes, ["text"], query)
         where, params = where_sql(rf, svc.sync.applied_seq)
-        from_index = svc.searcher.lexical.readable_ids(rf, "text")
+        from_index = svc.searcher.store.lexical.readable_ids(rf, "text")
         conn = svc.catalog.reader()
         assert from_index is not None
         assert from_index.tolist() == readable_ids(conn, where, params, "text").tolist()
@@ -449,7 +467,7 @@ def test_dense_candidates_of_one_plane_from_a_mask_over_all(svc) -> None:
     sizes = []
     for plane in planes:
         want = readable_ids(conn, where, params, plane).tolist()
-        got = svc.searcher.lexical.readable_ids(rf, plane)
+        got = svc.searcher.store.lexical.readable_ids(rf, plane)
         assert got is not None and got.tolist() == want, plane
         sizes.append(len(want))
     assert sizes == [12, 6]  # images are on the visual plane
@@ -469,7 +487,7 @@ def test_a_stale_index_never_shows_what_the_catalog_hides(svc) -> None:
         conn.execute("UPDATE units SET scope = 'acme/zeta' WHERE doc_id = 'c3'")
     query = AegisQuery(q="caravan desert oasis route")
     rf = ReadFilter.of(alice, ["acme/alpha"], ["text"], query)
-    stale = svc.searcher.lexical.readable_ids(rf, "text")
+    stale = svc.searcher.store.lexical.readable_ids(rf, "text")
     hidden = svc.catalog.reader().execute("SELECT id FROM units WHERE doc_id = 'c3'").fetchone()
     assert stale is not None and hidden[0] in stale.tolist()  # the index still says readable
     for mode in ("hybrid", "lexical", "dense"):

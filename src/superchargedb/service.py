@@ -79,10 +79,11 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         """Sizes of the in-process caches and indexes (memstats.MemoryLog)."""
         mb = 2**20
         wal = self.catalog.path.with_name(self.catalog.path.name + "-wal")
+        cand_bytes, cand_entries = self.searcher.store.cache_stats()
         return {
             "result_cache_mb": round(self.cache.nbytes / mb, 2),
-            "candidate_cache_mb": round(self.searcher.candidates.nbytes / mb, 2),
-            "candidate_cache_entries": len(self.searcher.candidates),
+            "candidate_cache_mb": round(cand_bytes / mb, 2),
+            "candidate_cache_entries": cand_entries,
             "embed_cache_entries": (
                 self.embedder.cache_len() if isinstance(self.embedder, EmbedExecutor) else 0
             ),

@@ -8,6 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
+
+# An embedding as every layer passes it: one float32 row.
+Vector = npt.NDArray[np.float32]
+
 Plane = Literal["text", "visual", "audio", "doc_visual"]
 PLANES: tuple[Plane, ...] = ("text", "visual", "audio", "doc_visual")
 

@@ -42,6 +42,7 @@ from .storage.sqlite.index_sync import IndexSync
 from .storage.sqlite.jobs import JobQueue
 from .storage.sqlite.objects import FileBlobStore, sweep_orphans
 from .storage.sqlite.reindex import stale_count
+from .storage.sqlite.search_store import ExactScan, SqliteSearchStore
 from .storage.sqlite.sparse import SparseIndex
 from .storage.vectors import VectorStore
 from .worker import WorkerContext
@@ -137,7 +138,15 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         lock.release()
         raise
     reranker = make_reranker(s)
-    searcher = Searcher(s, catalog, sync, store, emb, reranker)
+    search_store = SqliteSearchStore(
+        catalog,
+        sync,
+        store,
+        s.lexical_backend,
+        ExactScan(s.exact_scan_max, s.exact_scan_fraction),
+        s.candidate_cache_max_bytes,
+    )
+    searcher = Searcher(s, search_store, emb, reranker)
     answerer = Answerer(
         s,
         searcher,

@@ -11,6 +11,7 @@ step, never a switch in production code); ``test_teeth.py`` proves the suite fai
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import time
@@ -42,9 +43,13 @@ class Kind:
     close_peer: Callable[[Any], None]
 
 
-def sqlite_kind(cls: type[SqliteBackend] = SqliteBackend, lease_s: float = 300.0) -> Kind:
+def sqlite_kind(
+    cls: type[SqliteBackend] = SqliteBackend, lease_s: float = 300.0, lexical: str = "sparse"
+) -> Kind:
     def open_(path: Path) -> SqliteBackend:
-        return cls.open(path, dim=DIM, model_id=MODEL, audit_key=KEY, lease_s=lease_s)
+        return cls.open(
+            path, dim=DIM, model_id=MODEL, audit_key=KEY, lease_s=lease_s, lexical_backend=lexical
+        )
 
     def peer(b: SqliteBackend) -> SqliteBackend:
         # Another process's handle: its own catalog connections (SQLite's file lock orders
@@ -181,7 +186,12 @@ class ForksAudit(SqliteBackend):
         return h
 
 
-KINDS = {"sqlite": sqlite_kind}
+# The embedded backend with each lexical index: the derived sparse index (whose answers the
+# catalog re-checks) and FTS5 inside the catalog (where the SQL filter is the only one).
+KINDS = {
+    "sqlite": sqlite_kind,
+    "sqlite-fts5": functools.partial(sqlite_kind, lexical="fts5"),
+}
 VARIANTS = {
     cls.__name__: cls
     for cls in (IgnoresGroups, LikePrefix, AncestorScopes, DropsOutbox, ClaimsTwice, ForksAudit)

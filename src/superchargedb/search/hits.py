@@ -1,8 +1,6 @@
-"""Hydration: fused rowids -> hit objects (one catalog query, snippets from per-query patterns).
+"""Hydration: fused keys -> hit objects (the store's hit rows, snippets from per-query patterns).
 
-Everything a hit needs comes from one ``SELECT ... WHERE id IN (SELECT value FROM json_each(?))``:
-one SQL text whatever the number of hits, so SQLite's statement cache keeps it prepared. The
-snippet patterns are compiled once per query, not once per hit (that was 40 % of a search).
+The snippet patterns are compiled once per query, not once per hit (that was 40 % of a search).
 """
 
 from __future__ import annotations
@@ -10,31 +8,10 @@ from __future__ import annotations
 import functools
 import html
 import re
-import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
-
-from ..storage.sqlite import units as units_sql
-from ..types import Locator
-
-HIT_COLUMNS = (
-    "id, unit_id, scope, doc_id, modality, plane, source_uri, mime, text, loc_kind, loc_start,"
-    " loc_end, t_start_ms, t_end_ms, shot_idx, page, bbox_x0, bbox_y0, bbox_x1, bbox_y1,"
-    " object_key"
-)
-# What most hits need: the full columns less the ten Locator fields, which only a row with a
-# ``loc_kind`` reads (each column read costs ~0.2 us a row in sqlite3; 21 columns were half of
-# the hydration query). Same order as HIT_COLUMNS up to ``loc_kind``; ``object_key`` last in both.
-BRIEF_COLUMNS = (
-    "id, unit_id, scope, doc_id, modality, plane, source_uri, mime, text, loc_kind, object_key"
-)
-_HYDRATE = f"SELECT {HIT_COLUMNS} FROM units WHERE id IN (SELECT value FROM json_each(?))"
-_HYDRATE_CHECKED = (
-    f"SELECT {', '.join('u.' + c.strip() for c in BRIEF_COLUMNS.split(','))} FROM units u"
-    " NOT INDEXED WHERE u.id IN (SELECT value FROM json_each(?))"
-)
+from ..storage.protocols_search import HitRow, UnitKey
 
 
 class Snippeter:
@@ -128,52 +105,13 @@ def snippet(text: str, terms: Sequence[str], width: int = 240) -> str:
     return Snippeter(terms, width)(text)
 
 
-_COLS = tuple(c.strip() for c in HIT_COLUMNS.split(","))
-_UNIT_ID, _SCOPE, _DOC_ID, _MODALITY, _PLANE, _SOURCE_URI, _MIME, _TEXT, _LOC_KIND = range(1, 10)
-_BRIEF = tuple(c.strip() for c in BRIEF_COLUMNS.split(","))
-
-
-def fetch_hit_rows(
-    conn: sqlite3.Connection,
-    rowids: Sequence[int],
-    where: str | None = None,
-    params: Sequence[object] = (),
-) -> dict[int, tuple[Any, ...]]:
-    """Hit rows by id, as plain tuples in ``HIT_COLUMNS`` order (a ``sqlite3.Row`` per hit and
-    its by-name lookups were a third of hydration). With ``where`` (a predicate on alias ``u``),
-    only the rows that satisfy it: the exact visibility re-check and the hydration in one query;
-    rows without a Locator then come in ``BRIEF_COLUMNS`` order (:func:`build_hits` reads both).
-    """
-    if not rowids:
-        return {}
-    cur = conn.cursor()
-    cur.row_factory = None
-    arg = orjson.dumps([int(k) for k in rowids])
-    if where is None:
-        return {r[0]: r for r in cur.execute(_HYDRATE, (arg,))}
-    # NOT INDEXED: rowid lookups only (see lexical.recheck; a scope index range is a scan).
-    sql = f"{_HYDRATE_CHECKED} AND {where}"
-    rows = {r[0]: r for r in cur.execute(sql, (arg, *params))}
-    located = [k for k, r in rows.items() if r[_LOC_KIND] is not None]
-    if located:
-        # The rare rows with a Locator: every column. One deleted in between is left out, as
-        # if it had gone before the check (build_hits skips a missing row).
-        full = fetch_hit_rows(conn, located)
-        for k in located:
-            if k in full:
-                rows[k] = full[k]
-            else:
-                del rows[k]
-    return rows
-
-
 def build_hits(
-    rows: dict[int, tuple[Any, ...]],
-    top: Sequence[tuple[int, float]],
-    dense: Sequence[int],
-    lexical: Sequence[int],
+    rows: Mapping[UnitKey, HitRow],
+    top: Sequence[tuple[UnitKey, float]],
+    dense: Sequence[UnitKey],
+    lexical: Sequence[UnitKey],
     terms: Sequence[str],
-    rr_rank: dict[int, int],
+    rr_rank: Mapping[UnitKey, int],
     snippets: bool = True,
 ) -> list[dict[str, Any]]:
     """Hit objects in ``top`` order; rows deleted since ranking are skipped. ``snippets``:
@@ -186,37 +124,24 @@ def build_hits(
         r = rows.get(key)
         if r is None:  # deleted between ranking and hydration
             continue
-        # Locators and object links are rare: only their rows get a by-name view.
-        has_loc, has_obj = r[_LOC_KIND] is not None, bool(r[-1])  # object_key: last in both
-        named = None
-        if has_loc or has_obj:
-            names = _COLS if len(r) == len(_COLS) else _BRIEF
-            named = dict(zip(names, r, strict=True))
-        loc = Locator.from_row(named) if has_loc else None
         ranks: dict[str, int | None] = {"dense": d_rank.get(key), "lexical": l_rank.get(key)}
         if rr_rank:
             ranks["rerank"] = rr_rank.get(key)
-        text = r[_TEXT]
         hits.append(
             {
-                "unit_id": r[_UNIT_ID],
+                "unit_id": r.unit_id,
                 "score": round(score, 6),
-                "plane": r[_PLANE],
-                "modality": r[_MODALITY],
-                "doc_id": r[_DOC_ID],
-                "scope": r[_SCOPE],
-                "source_uri": r[_SOURCE_URI],
-                "mime": r[_MIME],
-                "text": text,
-                "snippet": snip(text) if snip is not None else None,
-                "locator": loc.to_dict() if loc else None,
-                "link": units_sql.unit_link(named) if has_obj else None,
+                "plane": r.plane,
+                "modality": r.modality,
+                "doc_id": r.doc_id,
+                "scope": r.scope,
+                "source_uri": r.source_uri,
+                "mime": r.mime,
+                "text": r.text,
+                "snippet": snip(r.text) if snip is not None else None,
+                "locator": r.locator.to_dict() if r.locator else None,
+                "link": r.link,
                 "ranks": ranks,
             }
         )
     return hits
-
-
-def hit_unit_id(row: tuple[Any, ...]) -> str:
-    """The ``unit_id`` of a row from :func:`fetch_hit_rows` (RRF tie-break)."""
-    return str(row[_UNIT_ID])

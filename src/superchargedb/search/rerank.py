@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import httpx
@@ -85,7 +85,7 @@ def rerank_stage(
     reranker: Reranker | None,
     query: str,
     fused: list[tuple[int, float]],
-    texts_of: Callable[[list[int]], dict[int, str]],
+    texts_of: Callable[[list[int]], Mapping[int, str]],
     depth: int,
     timeout_s: float,
 ) -> tuple[list[tuple[int, float]], Stage, dict[int, int]]:

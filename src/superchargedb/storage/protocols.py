@@ -18,15 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Literal, Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..readfilter import ReadFilter
-from ..types import Locator, Principal
+from ..types import Locator, Principal, Vector
 
-Vector = npt.NDArray[np.float32]
+if TYPE_CHECKING:
+    from .protocols_search import SearchStore
+
 JobState = Literal["queued", "running", "done", "failed"]
 
 
@@ -267,6 +266,9 @@ class Backend(Protocol):
 
     @property
     def jobs(self) -> JobQueue: ...
+
+    @property
+    def search(self) -> SearchStore: ...
 
     @property
     def outbox(self) -> Outbox: ...

@@ -45,8 +45,8 @@ from .filter_sql import where_sql
 from .index_sync import IndexSync
 from .jobs import Job, LeaseLost
 from .jobs import JobQueue as SqlJobQueue
-from .lexical_leg import LexicalLeg
 from .objects import FileBlobStore
+from .search_store import ExactScan, SqliteSearchStore
 from .sparse import SparseIndex
 
 
@@ -181,7 +181,16 @@ class SqliteBackend:
         self.audit_key = audit_key
         self.model_id = model_id
         self._lock = lock
-        self._leg = LexicalLeg(lexical_backend, sync.lexical, lambda: sync.ready)
+        self._search = SqliteSearchStore(
+            catalog,
+            sync,
+            sync.store,
+            lexical_backend,
+            ExactScan(20_000, 0.01),
+            64 * 2**20,
+            where=lambda rf, seq: self._where(rf, seq),
+        )
+        self._leg = self._search.lexical
         self._leases: dict[str, Job] = {}
         self._leases_lock = threading.Lock()
 
@@ -241,6 +250,10 @@ class SqliteBackend:
     @property
     def audit(self) -> _Audit:
         return _Audit(self)
+
+    @property
+    def search(self) -> SqliteSearchStore:
+        return self._search
 
     @property
     def jobs(self) -> _Jobs:
