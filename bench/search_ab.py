@@ -39,6 +39,28 @@ REPO = Path(__file__).resolve().parent.parent
 MODULES = ("visibility", "fusion", "hits", "sparse_search", "lexical", "hybrid")  # deps first
 
 
+def old_searcher(mod: ModuleType, svc: Any) -> Any:
+    """The old commit's Searcher on this Service's parts, whichever constructor it has: the
+    facade (before the wiring), the catalog's parts (before the search store), or the store."""
+    import inspect
+
+    params = list(inspect.signature(mod.Searcher).parameters)
+    if params == ["svc"]:
+        return mod.Searcher(svc)
+    new = svc.searcher
+    if "catalog" in params:
+        return mod.Searcher(
+            svc.settings, svc.catalog, svc.sync, svc.store, new.embedder, new.reranker
+        )
+    return mod.Searcher(svc.settings, new.store, new.embedder, new.reranker)
+
+
+def _caches_of(searcher: Any) -> Any:
+    """What holds an arm's per-predicate caches: the Searcher itself before the search store,
+    the store after."""
+    return searcher if hasattr(searcher, "candidates") else searcher.store
+
+
 def load_old(commit: str, tmp: Path) -> ModuleType:
     """The old ``hybrid`` module, its imports of the other ``MODULES`` renamed ``*_old``."""
     mods: dict[str, ModuleType] = {}
@@ -104,13 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
     cache = open_cache("scale_pool", CACHE_DIR)
     svc, alice, _ = S.open_service(args.data, cache, "sparse")
-    arms = {"new": svc.searcher, "old": hybrid_old.Searcher(svc)}
+    arms = {"new": svc.searcher, "old": old_searcher(hybrid_old, svc)}
 
     def drop_caches(searcher: Any) -> None:
         from superchargedb.storage.sqlite.candidates import CandidateCache
 
-        searcher.candidates = CandidateCache(svc.settings.candidate_cache_max_bytes)
-        sp = getattr(searcher.lexical, "_searcher", None)
+        holder = _caches_of(searcher)
+        holder.candidates = CandidateCache(svc.settings.candidate_cache_max_bytes)
+        sp = getattr(holder.lexical, "_searcher", None)
         if sp is not None:
             sp.drop_masks()
 
