@@ -64,7 +64,6 @@ def test_contracts_have_teeth(tmp_path: Path) -> None:
 SQL_DEBT = {
     "api/gate.py",
     "api/routes_session.py",
-    "api/routes_stats.py",
     "auth/admin.py",
     "auth/principals.py",
     "cli/admin.py",
@@ -85,7 +84,6 @@ SQL_DEBT = {
     "search/hits.py",
     "search/hybrid.py",
     "service.py",
-    "stats.py",
     "tenancy.py",
     "wiring.py",
 }

@@ -38,6 +38,7 @@ from .settings import Settings
 from .storage.lock import DataDirLock
 from .storage.sqlite import audit, unit_words
 from .storage.sqlite.catalog import Catalog
+from .storage.sqlite.counts import SqliteCounts
 from .storage.sqlite.index_sync import IndexSync
 from .storage.sqlite.jobs import JobQueue
 from .storage.sqlite.objects import FileBlobStore, sweep_orphans
@@ -175,6 +176,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         jobs=jobs,
         meter=Meter(catalog),
         metrics=Metrics(),
+        counts=SqliteCounts(catalog, lambda: sync.applied_seq),
         swept=swept,
         versions=f"{emb.model_id};rrf{s.rrf_k};d{s.leg_depth}",
     )

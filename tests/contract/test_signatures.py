@@ -1,5 +1,5 @@
 """Nothing backend-shaped crosses the storage seam: every method of every Protocol in
-``storage/protocols.py`` takes and returns plain domain types (no SQL text or connection, no
+``storage/protocols*.py`` takes and returns plain domain types (no SQL text or connection, no
 cursor or row, no rowid, no ``Any``/``dict[str, Any]``), and every record is a frozen
 dataclass of such types."""
 
@@ -10,7 +10,9 @@ import inspect
 import re
 import typing
 
-from superchargedb.storage import protocols
+from superchargedb.storage import protocols, protocols_reads
+
+MODULES = (protocols, protocols_reads)  # every module of the seam's Protocols
 
 FORBIDDEN = re.compile(r"\b(sqlite3|Connection|Cursor|Row|Any|rowid|sql|SQL)\b|dict\[str, ")
 # The one array type: a float32 vector (its shape parameter is typing.Any in numpy's stubs).
@@ -20,17 +22,23 @@ VECTOR = str(protocols.Vector)
 def _protocols() -> list[type]:
     return [
         obj
-        for _, obj in inspect.getmembers(protocols, inspect.isclass)
-        if obj.__module__ == protocols.__name__ and getattr(obj, "_is_protocol", False)
+        for m in MODULES
+        for _, obj in inspect.getmembers(m, inspect.isclass)
+        if obj.__module__ == m.__name__ and getattr(obj, "_is_protocol", False)
     ]
 
 
 def _records() -> list[type]:
     return [
         obj
-        for _, obj in inspect.getmembers(protocols, inspect.isclass)
-        if obj.__module__ == protocols.__name__ and dataclasses.is_dataclass(obj)
+        for m in MODULES
+        for _, obj in inspect.getmembers(m, inspect.isclass)
+        if obj.__module__ == m.__name__ and dataclasses.is_dataclass(obj)
     ]
+
+
+def _ns(cls: type) -> dict[str, object]:
+    return vars(inspect.getmodule(cls))
 
 
 def _bad(text: str) -> list[str]:
@@ -66,7 +74,7 @@ def test_protocol_signatures_are_plain() -> None:
             target = fn.fget if isinstance(fn, property) else fn
             if not callable(target):
                 continue
-            hints = typing.get_type_hints(target, vars(protocols))
+            hints = typing.get_type_hints(target, _ns(proto))
             for arg, hint in hints.items():
                 text = str(hint)
                 assert not _bad(text), f"{proto.__name__}.{name}({arg}: {text})"
@@ -83,7 +91,7 @@ def test_records_are_frozen_and_plain() -> None:
     for rec in records:
         assert rec.__dataclass_params__.frozen, rec.__name__  # type: ignore[attr-defined]
         for f in dataclasses.fields(rec):
-            text = str(typing.get_type_hints(rec, vars(protocols))[f.name])
+            text = str(typing.get_type_hints(rec, _ns(rec))[f.name])
             assert not _bad(text), f"{rec.__name__}.{f.name}: {text}"
             assert f.name.lower() not in ("rowid", "id", "key"), f"{rec.__name__}.{f.name}"
 
