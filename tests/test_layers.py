@@ -77,7 +77,6 @@ SQL_DEBT = {
     "ingest/deferred.py",
     "ingest/jobs_runner.py",
     "ingest/pipeline.py",
-    "jobs_view.py",
     "metering.py",
     "objects_service.py",
     "operator.py",

@@ -40,6 +40,7 @@ from .storage.sqlite import audit, unit_words
 from .storage.sqlite.catalog import Catalog
 from .storage.sqlite.counts import SqliteCounts
 from .storage.sqlite.index_sync import IndexSync
+from .storage.sqlite.job_views import SqliteJobViews
 from .storage.sqlite.jobs import JobQueue
 from .storage.sqlite.objects import FileBlobStore, sweep_orphans
 from .storage.sqlite.reindex import stale_count
@@ -177,6 +178,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         meter=Meter(catalog),
         metrics=Metrics(),
         counts=SqliteCounts(catalog, lambda: sync.applied_seq),
+        job_views=SqliteJobViews(catalog),
         swept=swept,
         versions=f"{emb.model_id};rrf{s.rrf_k};d{s.leg_depth}",
     )

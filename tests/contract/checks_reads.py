@@ -19,9 +19,10 @@ from contract.backends import Kind
 from contract.checks import READERS, WORLD, principal, unit, vector
 from superchargedb.readfilter import ReadFilter, may_read, within_any
 from superchargedb.storage.protocols import JobSpec
-from superchargedb.storage.protocols_reads import CatalogCounts
+from superchargedb.storage.protocols_reads import CatalogCounts, JobListing, JobView
 from superchargedb.storage.sqlite.backend import SqliteBackend
 from superchargedb.storage.sqlite.counts import SqliteCounts
+from superchargedb.storage.sqlite.job_views import SqliteJobViews
 
 Factory = Callable[..., Kind]
 
@@ -29,10 +30,11 @@ Factory = Callable[..., Kind]
 @dataclass(frozen=True)
 class Reads:
     counts: CatalogCounts
+    jobs: JobListing
 
 
 def sqlite_reads(b: SqliteBackend) -> Reads:
-    return Reads(SqliteCounts(b.catalog, lambda: b.sync.applied_seq))
+    return Reads(SqliteCounts(b.catalog, lambda: b.sync.applied_seq), SqliteJobViews(b.catalog))
 
 
 OPENERS: dict[type, Callable[[Any], Reads]] = {SqliteBackend: sqlite_reads}
@@ -117,4 +119,51 @@ def check_counts_stay_within_the_scopes(kind: Factory, tmp: Path, reads: Opener 
         b.close()
 
 
-CHECKS_READS = {f.__name__: f for f in (check_counts_stay_within_the_scopes,)}
+def check_job_reads_follow_the_filter(kind: Factory, tmp: Path, reads: Opener = reads_of) -> None:
+    """``get`` and every page of ``page`` show exactly the jobs the reference rule admits,
+    oldest first without a gap or a repeat; a job's output reads back once it is done."""
+    b = kind().open(tmp / "store")
+    try:
+        r = reads(b)
+        ids = _enqueue_jobs(b)
+        for rf in _readers():
+            want = job_expected(rf)
+            got = {f"doc-{n}" for n, i in ids.items() if r.jobs.get(i, rf) is not None}
+            assert got == want, (rf.principal, "get")
+            seen: list[JobView] = []
+            after: tuple[int, str] | None = None
+            while True:
+                page = r.jobs.page(rf, state=None, after=after, limit=3)
+                assert len(page) <= 3
+                seen += page
+                if len(page) < 3:
+                    break
+                after = (page[-1].created_at, page[-1].job_id)
+            assert {j.doc_id for j in seen} == want, (rf.principal, "page")
+            assert len(seen) == len(want), (rf.principal, "a job listed twice")
+            keys = [(j.created_at, j.job_id) for j in seen]
+            assert keys == sorted(keys), (rf.principal, "not oldest first")
+        assert r.jobs.get("j_never", _readers()[0]) is None
+        lease = b.jobs.claim()
+        assert lease is not None
+        with b.write() as tx:
+            tx.jobs.complete(lease, json.dumps({"unit_ids": ["u-1", "u-2"]}))
+        owner = next(o for n, _, _, o, _ in JOBS if ids[n] == lease.job_id)
+        scope = next(s for n, s, *_ in JOBS if ids[n] == lease.job_id)
+        rf = ReadFilter.of(principal(owner, set(), (scope,)), (scope,), ())
+        done = r.jobs.get(lease.job_id, rf)
+        assert done is not None and done.state == "done" and done.unit_ids == ("u-1", "u-2")
+        assert done.attempts == 1 and done.doc_id is not None and done.error is None
+        assert [j.job_id for j in r.jobs.page(rf, state="done", after=None, limit=10)] == [
+            lease.job_id
+        ]
+        assert lease.job_id not in {
+            j.job_id for j in r.jobs.page(rf, state="queued", after=None, limit=50)
+        }
+    finally:
+        b.close()
+
+
+CHECKS_READS = {
+    f.__name__: f for f in (check_counts_stay_within_the_scopes, check_job_reads_follow_the_filter)
+}

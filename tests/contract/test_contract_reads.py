@@ -3,6 +3,7 @@ SQLite read stores (each overriding one step, never a switch in production code)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,11 @@ import pytest
 
 from contract.backends import KINDS, sqlite_kind
 from contract.checks_reads import CHECKS_READS, Reads
+from superchargedb.readfilter import ReadFilter, may_read
 from superchargedb.storage.sqlite.backend import SqliteBackend
 from superchargedb.storage.sqlite.counts import SqliteCounts
+from superchargedb.storage.sqlite.filter_sql import scope_sql
+from superchargedb.storage.sqlite.job_views import SqliteJobViews
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -30,17 +34,45 @@ class CountsLikePrefix(SqliteCounts):
         ]
 
 
+class JobsIgnoreGroups(SqliteJobViews):
+    """The listing forgets the ACL leg: every job in scope is listed."""
+
+    def _where(self, rf: ReadFilter) -> tuple[str, list[object]]:
+        return scope_sql("j.scope", rf.scopes)
+
+
+class JobsIgnoreSubmitter(SqliteJobViews):
+    """``get`` forgets the submitter leg: a job the reader queued for another owner is hidden."""
+
+    def _visible(self, row: Any, rf: ReadFilter) -> bool:
+        groups = json.loads(row["acl_groups"])
+        return may_read(rf.scopes, rf.principal, rf.groups, row["scope"], row["acl_owner"], groups)
+
+
+class JobsSubmitterAnywhere(SqliteJobViews):
+    """``get`` lets the submitter see its job outside its grants (scope leg dropped)."""
+
+    def _visible(self, row: Any, rf: ReadFilter) -> bool:
+        return row["principal"] == rf.principal or super()._visible(row, rf)
+
+
 def _sqlite(
-    counts: type[SqliteCounts] = SqliteCounts,
+    counts: type[SqliteCounts] = SqliteCounts, jobs: type[SqliteJobViews] = SqliteJobViews
 ) -> Callable[[SqliteBackend], Reads]:
     def opener(b: SqliteBackend) -> Reads:
-        return Reads(counts(b.catalog, lambda: b.sync.applied_seq))
+        return Reads(counts(b.catalog, lambda: b.sync.applied_seq), jobs(b.catalog))
 
     return opener
 
 
 BROKEN = {
     "CountsLikePrefix": (_sqlite(counts=CountsLikePrefix), "check_counts_stay_within_the_scopes"),
+    "JobsIgnoreGroups": (_sqlite(jobs=JobsIgnoreGroups), "check_job_reads_follow_the_filter"),
+    "JobsIgnoreSubmitter": (_sqlite(jobs=JobsIgnoreSubmitter), "check_job_reads_follow_the_filter"),
+    "JobsSubmitterAnywhere": (
+        _sqlite(jobs=JobsSubmitterAnywhere),
+        "check_job_reads_follow_the_filter",
+    ),
 }
 
 
@@ -49,3 +81,11 @@ def test_broken_read_store_fails_its_check(variant: str, tmp_path: Path) -> None
     opener, check = BROKEN[variant]
     with pytest.raises(AssertionError):
         CHECKS_READS[check](sqlite_kind, tmp_path, reads=opener)
+
+
+@pytest.mark.parametrize("variant", sorted(BROKEN))
+def test_broken_read_store_passes_the_check_it_does_not_touch(variant: str, tmp_path: Path) -> None:
+    """Each variant breaks one rule: the other check passes, so a failure above is the rule's."""
+    opener, check = BROKEN[variant]
+    (other,) = set(CHECKS_READS) - {check}
+    CHECKS_READS[other](sqlite_kind, tmp_path, reads=opener)
