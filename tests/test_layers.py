@@ -67,7 +67,6 @@ SQL_DEBT = {
     "auth/admin.py",
     "auth/principals.py",
     "cli/admin.py",
-    "cli/maintenance.py",
     "components.py",
     "console_sessions.py",
     "demo/__init__.py",

@@ -36,12 +36,14 @@ from .search.rerank import make_reranker
 from .service import Service
 from .settings import Settings
 from .storage.lock import DataDirLock
+from .storage.protocols_reads import Maintenance
 from .storage.sqlite import audit, unit_words
 from .storage.sqlite.catalog import Catalog
 from .storage.sqlite.counts import SqliteCounts
 from .storage.sqlite.index_sync import IndexSync
 from .storage.sqlite.job_views import SqliteJobViews
 from .storage.sqlite.jobs import JobQueue
+from .storage.sqlite.maintenance import SqliteMaintenance
 from .storage.sqlite.objects import FileBlobStore, sweep_orphans
 from .storage.sqlite.reindex import stale_count
 from .storage.sqlite.sparse import SparseIndex
@@ -226,3 +228,8 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
         audit_key=audit.load_key(s.audit_key_file),
     )
     return WorkerContext(deps, Ingestor(deps))
+
+
+def open_maintenance(settings: Settings) -> Maintenance:
+    """The data dir's whole-store operations (backup, restore, reindex) for the offline CLI."""
+    return SqliteMaintenance(Path(settings.data_dir), settings.sqlite_synchronous)

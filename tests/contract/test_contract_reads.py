@@ -4,6 +4,7 @@ SQLite read stores (each overriding one step, never a switch in production code)
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,12 @@ import pytest
 from contract.backends import KINDS, sqlite_kind
 from contract.checks_reads import CHECKS_READS, Reads
 from superchargedb.readfilter import ReadFilter, may_read
+from superchargedb.storage.protocols_reads import BackupManifest
 from superchargedb.storage.sqlite.backend import SqliteBackend
 from superchargedb.storage.sqlite.counts import SqliteCounts
 from superchargedb.storage.sqlite.filter_sql import scope_sql
 from superchargedb.storage.sqlite.job_views import SqliteJobViews
+from superchargedb.storage.sqlite.maintenance import SqliteMaintenance
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -56,36 +59,52 @@ class JobsSubmitterAnywhere(SqliteJobViews):
         return row["principal"] == rf.principal or super()._visible(row, rf)
 
 
+class CopiesTheFile(SqliteMaintenance):
+    """A backup that copies ``catalog.db`` as a file: what the WAL holds is lost."""
+
+    def backup(self, dest: Path) -> BackupManifest:
+        m = super().backup(dest)
+        shutil.copy2(self.data / "catalog.db", dest / "catalog.db")
+        return m
+
+
 def _sqlite(
-    counts: type[SqliteCounts] = SqliteCounts, jobs: type[SqliteJobViews] = SqliteJobViews
+    counts: type[SqliteCounts] = SqliteCounts,
+    jobs: type[SqliteJobViews] = SqliteJobViews,
+    maintenance: type[SqliteMaintenance] = SqliteMaintenance,
 ) -> Callable[[SqliteBackend], Reads]:
     def opener(b: SqliteBackend) -> Reads:
-        return Reads(counts(b.catalog, lambda: b.sync.applied_seq), jobs(b.catalog))
+        return Reads(counts(b.catalog, lambda: b.sync.applied_seq), jobs(b.catalog), maintenance)
 
     return opener
 
 
+COUNTS = "check_counts_stay_within_the_scopes"
+JOBS = "check_job_reads_follow_the_filter"
+BACKUP = "check_backup_restores_what_was_readable"
+# variant: (its read stores, the check that catches it, a check it does not touch)
 BROKEN = {
-    "CountsLikePrefix": (_sqlite(counts=CountsLikePrefix), "check_counts_stay_within_the_scopes"),
-    "JobsIgnoreGroups": (_sqlite(jobs=JobsIgnoreGroups), "check_job_reads_follow_the_filter"),
-    "JobsIgnoreSubmitter": (_sqlite(jobs=JobsIgnoreSubmitter), "check_job_reads_follow_the_filter"),
-    "JobsSubmitterAnywhere": (
-        _sqlite(jobs=JobsSubmitterAnywhere),
-        "check_job_reads_follow_the_filter",
-    ),
+    "CountsLikePrefix": (_sqlite(counts=CountsLikePrefix), COUNTS, JOBS),
+    "JobsIgnoreGroups": (_sqlite(jobs=JobsIgnoreGroups), JOBS, COUNTS),
+    "JobsIgnoreSubmitter": (_sqlite(jobs=JobsIgnoreSubmitter), JOBS, COUNTS),
+    "JobsSubmitterAnywhere": (_sqlite(jobs=JobsSubmitterAnywhere), JOBS, COUNTS),
+    "CopiesTheFile": (_sqlite(maintenance=CopiesTheFile), BACKUP, JOBS),
 }
+
+
+def test_every_check_has_a_variant() -> None:
+    assert {check for _, check, _ in BROKEN.values()} == set(CHECKS_READS)
 
 
 @pytest.mark.parametrize("variant", sorted(BROKEN))
 def test_broken_read_store_fails_its_check(variant: str, tmp_path: Path) -> None:
-    opener, check = BROKEN[variant]
+    opener, check, _ = BROKEN[variant]
     with pytest.raises(AssertionError):
         CHECKS_READS[check](sqlite_kind, tmp_path, reads=opener)
 
 
 @pytest.mark.parametrize("variant", sorted(BROKEN))
 def test_broken_read_store_passes_the_check_it_does_not_touch(variant: str, tmp_path: Path) -> None:
-    """Each variant breaks one rule: the other check passes, so a failure above is the rule's."""
-    opener, check = BROKEN[variant]
-    (other,) = set(CHECKS_READS) - {check}
-    CHECKS_READS[other](sqlite_kind, tmp_path, reads=opener)
+    """Each variant breaks one rule: another check passes, so a failure above is the rule's."""
+    opener, _, untouched = BROKEN[variant]
+    CHECKS_READS[untouched](sqlite_kind, tmp_path, reads=opener)

@@ -1,7 +1,8 @@
-"""The storage seam's read side for the facade's views: tenant figures and the job listing.
+"""The storage seam's read side for the facade's views: tenant figures, the job listing and
+the whole-store maintenance of the offline CLI.
 
 Beside ``protocols.py`` (the Units, indexes, jobs and audit of a backend), these are the
-concepts ``stats.py``, ``jobs_view.py`` and the maintenance commands read, in plain domain types
+concepts ``stats.py``, ``jobs_view.py`` and ``cli/maintenance.py`` use, in plain domain types
 (the same signature test inspects both modules). A read that returns a principal's data takes
 the caller's :class:`~superchargedb.readfilter.ReadFilter` and renders it in the backend's own
 form; the contract checks (``tests/contract/checks_reads.py``) compare it with the reference
@@ -10,10 +11,12 @@ rule. Counts take the grants only: they name no Unit (``stats.py``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
+from ..models.embedder import Embedder
 from ..readfilter import ReadFilter
 from .protocols import JobState
 
@@ -77,4 +80,39 @@ class JobListing(Protocol):
     ) -> list[JobView]:
         """Up to ``limit`` visible jobs, oldest first by ``(created_at, job_id)``, after the
         keyset position ``after``."""
+        ...
+
+
+@dataclass(frozen=True)
+class BackupManifest:
+    """What a backup holds (its ``manifest.json``): a restore checks its Unit count."""
+
+    format: int
+    created_at: int
+    source: str
+    units: int
+    objects: int
+    model_id: str | None
+    audit_head_seq: int | None
+    audit_head_hash: str | None
+    seconds: float
+
+
+class Maintenance(Protocol):
+    """Whole-store operations on one data dir (``superchargedb backup``, ``restore``,
+    ``reindex``): each backend does them in its own way."""
+
+    def backup(self, dest: Path) -> BackupManifest:
+        """A consistent copy into the empty or missing ``dest``, safe while a server runs."""
+        ...
+
+    def restore(self, src: Path) -> BackupManifest:
+        """Lay the backup ``src`` into this empty data dir (opening it rebuilds the indexes)."""
+        ...
+
+    def reindex(self, embedder: Embedder, progress: Callable[[int, int], None]) -> int:
+        """Re-embed every Unit stored with another model than ``embedder``'s, holding the
+        data dir (no server runs meanwhile); ``progress(done, total)`` once before the first
+        batch (``done`` 0) and after each. The indexes are rebuilt on the next start. Returns
+        how many were re-embedded."""
         ...
