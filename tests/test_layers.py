@@ -70,7 +70,6 @@ SQL_DEBT = {
     "components.py",
     "console_sessions.py",
     "demo/__init__.py",
-    "demo/media.py",
     "documents.py",
     "ingest/bulk_import.py",
     "ingest/deferred.py",
