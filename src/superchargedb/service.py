@@ -69,6 +69,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.metrics = parts.metrics
         self.counts = parts.counts
         self.job_views = parts.job_views
+        self.audit_trail = parts.audit_trail
         self.swept = parts.swept
         self.versions = parts.versions
         self.ingestor: Ingestor  # set by the wiring (it needs this facade as its object gate)

@@ -38,6 +38,7 @@ from .settings import Settings
 from .storage.lock import DataDirLock
 from .storage.protocols_reads import Maintenance
 from .storage.sqlite import audit, unit_words
+from .storage.sqlite.audit_trail import SqliteAuditTrail
 from .storage.sqlite.catalog import Catalog
 from .storage.sqlite.counts import SqliteCounts
 from .storage.sqlite.index_sync import IndexSync
@@ -181,6 +182,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         metrics=Metrics(),
         counts=SqliteCounts(catalog, lambda: sync.applied_seq),
         job_views=SqliteJobViews(catalog),
+        audit_trail=SqliteAuditTrail(catalog, audit_key, audit_anchor),
         swept=swept,
         versions=f"{emb.model_id};rrf{s.rrf_k};d{s.leg_depth}",
     )

@@ -22,7 +22,14 @@ from contract.checks import READERS, WORLD, expected, fill, principal, unit, vec
 from superchargedb.errors import ConflictError
 from superchargedb.readfilter import ReadFilter, may_read, within_any
 from superchargedb.storage.protocols import JobSpec
-from superchargedb.storage.protocols_reads import CatalogCounts, JobListing, JobView, Maintenance
+from superchargedb.storage.protocols_reads import (
+    AuditTrail,
+    CatalogCounts,
+    JobListing,
+    JobView,
+    Maintenance,
+)
+from superchargedb.storage.sqlite.audit_trail import SqliteAuditTrail
 from superchargedb.storage.sqlite.backend import SqliteBackend
 from superchargedb.storage.sqlite.counts import SqliteCounts
 from superchargedb.storage.sqlite.job_views import SqliteJobViews
@@ -36,6 +43,7 @@ class Reads:
     counts: CatalogCounts
     jobs: JobListing
     maintenance_at: Callable[[Path], Maintenance]  # the whole-store operations of a data dir
+    audit: AuditTrail
 
 
 def sqlite_reads(b: SqliteBackend) -> Reads:
@@ -43,6 +51,7 @@ def sqlite_reads(b: SqliteBackend) -> Reads:
         SqliteCounts(b.catalog, lambda: b.sync.applied_seq),
         SqliteJobViews(b.catalog),
         SqliteMaintenance,
+        SqliteAuditTrail(b.catalog, b.audit_key, None),
     )
 
 
@@ -209,11 +218,56 @@ def check_backup_restores_what_was_readable(
         reads(b).maintenance_at(tmp / "restored").restore(tmp / "backup")
 
 
+def check_audit_trail_verifies_counts_and_exports(
+    kind: Factory, tmp: Path, reads: Opener = reads_of
+) -> None:
+    """The chain verifies with its head, every record exports in order with its body, and a
+    tenant's count takes its actors' tenants (scope roots) exactly: ``acme`` never counts
+    ``acme-b``, a bare operator name has no tenant."""
+    b = kind().open(tmp / "store")
+    try:
+        r = reads(b)
+        empty = r.audit.verify_chain()
+        assert empty.ok and empty.records == 0 and list(r.audit.entries()) == []
+        actors: list[Any] = [
+            principal("alice", set(), ("acme/alpha",)),
+            principal("bob", set(), ("acme-b/x",)),
+            principal("carol", set(), ("acme", "beta/x")),
+            "operator-tool",
+        ]
+        hashes = []
+        for i, actor in enumerate(actors):
+            with b.write() as tx:
+                hashes.append(tx.audit.append(actor, "contract.act", {"i": i}))
+        report = r.audit.verify_chain()
+        assert report.ok and report.records == 4 and report.head == hashes[-1]
+        assert report.first_bad_seq is None and report.reason is None
+        for tenants, n in [({"acme"}, 2), ({"acme-b"}, 1), ({"beta"}, 1), ({"acm"}, 0), (set(), 0)]:
+            assert r.audit.tenant_records(tenants) == n, tenants
+        assert r.audit.tenant_records({"acme", "acme-b"}) == 3
+        entries = list(r.audit.entries())
+        assert [e.seq for e in entries] == [1, 2, 3, 4]
+        assert [e.hash for e in entries] == hashes
+        assert all(e.prev_hash == p.hash for p, e in zip(entries, entries[1:], strict=False))
+        for i, e in enumerate(entries):
+            body = json.loads(e.record_json)
+            name = actors[i] if isinstance(actors[i], str) else actors[i].name
+            assert (body["i"], body["action"], body["actor"], body["seq"]) == (
+                i,
+                "contract.act",
+                name,
+                e.seq,
+            )
+    finally:
+        b.close()
+
+
 CHECKS_READS = {
     f.__name__: f
     for f in (
         check_counts_stay_within_the_scopes,
         check_job_reads_follow_the_filter,
         check_backup_restores_what_was_readable,
+        check_audit_trail_verifies_counts_and_exports,
     )
 }

@@ -15,6 +15,7 @@ from contract.backends import KINDS, sqlite_kind
 from contract.checks_reads import CHECKS_READS, Reads
 from superchargedb.readfilter import ReadFilter, may_read
 from superchargedb.storage.protocols_reads import BackupManifest
+from superchargedb.storage.sqlite.audit_trail import SqliteAuditTrail
 from superchargedb.storage.sqlite.backend import SqliteBackend
 from superchargedb.storage.sqlite.counts import SqliteCounts
 from superchargedb.storage.sqlite.filter_sql import scope_sql
@@ -68,13 +69,30 @@ class CopiesTheFile(SqliteMaintenance):
         return m
 
 
+class TenantsByPrefix(SqliteAuditTrail):
+    """A tenant's count matches actor tenants by string prefix: ``acme`` counts ``acme-b``."""
+
+    def tenant_records(self, tenants: Any) -> int:
+        n = 0
+        for e in self.entries():
+            theirs = json.loads(e.record_json).get("actor_tenants") or []
+            n += any(x.startswith(t) for x in theirs for t in tenants)
+        return n
+
+
 def _sqlite(
     counts: type[SqliteCounts] = SqliteCounts,
     jobs: type[SqliteJobViews] = SqliteJobViews,
     maintenance: type[SqliteMaintenance] = SqliteMaintenance,
+    trail: type[SqliteAuditTrail] = SqliteAuditTrail,
 ) -> Callable[[SqliteBackend], Reads]:
     def opener(b: SqliteBackend) -> Reads:
-        return Reads(counts(b.catalog, lambda: b.sync.applied_seq), jobs(b.catalog), maintenance)
+        return Reads(
+            counts(b.catalog, lambda: b.sync.applied_seq),
+            jobs(b.catalog),
+            maintenance,
+            trail(b.catalog, b.audit_key, None),
+        )
 
     return opener
 
@@ -82,6 +100,7 @@ def _sqlite(
 COUNTS = "check_counts_stay_within_the_scopes"
 JOBS = "check_job_reads_follow_the_filter"
 BACKUP = "check_backup_restores_what_was_readable"
+AUDIT = "check_audit_trail_verifies_counts_and_exports"
 # variant: (its read stores, the check that catches it, a check it does not touch)
 BROKEN = {
     "CountsLikePrefix": (_sqlite(counts=CountsLikePrefix), COUNTS, JOBS),
@@ -89,6 +108,7 @@ BROKEN = {
     "JobsIgnoreSubmitter": (_sqlite(jobs=JobsIgnoreSubmitter), JOBS, COUNTS),
     "JobsSubmitterAnywhere": (_sqlite(jobs=JobsSubmitterAnywhere), JOBS, COUNTS),
     "CopiesTheFile": (_sqlite(maintenance=CopiesTheFile), BACKUP, JOBS),
+    "TenantsByPrefix": (_sqlite(trail=TenantsByPrefix), AUDIT, COUNTS),
 }
 
 

@@ -1,17 +1,17 @@
-"""The storage seam's read side for the facade's views: tenant figures, the job listing and
-the whole-store maintenance of the offline CLI.
+"""The storage seam's read side for the facade's views: tenant figures, the job listing, the
+audit trail as admins read it and the whole-store maintenance of the offline CLI.
 
 Beside ``protocols.py`` (the Units, indexes, jobs and audit of a backend), these are the
-concepts ``stats.py``, ``jobs_view.py`` and ``cli/maintenance.py`` use, in plain domain types
-(the same signature test inspects both modules). A read that returns a principal's data takes
-the caller's :class:`~superchargedb.readfilter.ReadFilter` and renders it in the backend's own
-form; the contract checks (``tests/contract/checks_reads.py``) compare it with the reference
-rule. Counts take the grants only: they name no Unit (``stats.py``).
+concepts ``stats.py``, ``jobs_view.py``, ``tenancy.py`` and ``cli/maintenance.py`` use, in
+plain domain types (the same signature test inspects both modules). A read that returns a
+principal's data takes the caller's :class:`~superchargedb.readfilter.ReadFilter` and renders
+it in the backend's own form; the contract checks (``tests/contract/checks_reads.py``) compare
+it with the reference rule. Counts take the grants only: they name no Unit (``stats.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -115,4 +115,45 @@ class Maintenance(Protocol):
         data dir (no server runs meanwhile); ``progress(done, total)`` once before the first
         batch (``done`` 0) and after each. The indexes are rebuilt on the next start. Returns
         how many were re-embedded."""
+        ...
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    """The audit chain recomputed: ``head`` is the newest record's hash when it verifies;
+    ``first_bad_seq`` and ``reason`` name the first break when not (``first_bad_seq`` None:
+    the signed anchor itself is bad)."""
+
+    ok: bool
+    records: int
+    head: str | None = None
+    first_bad_seq: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One record of the chain as stored: its body is canonical JSON text, exported as is."""
+
+    seq: int
+    prev_hash: str
+    hash: str
+    record_json: str
+
+
+class AuditTrail(Protocol):
+    """The audit chain as the admin endpoints read it (``protocols.AuditWriter`` appends)."""
+
+    def verify_chain(self) -> ChainReport:
+        """Recompute the keyed chain and check it against its signed anchor, when there is
+        one (truncation and a rewritten head are caught too)."""
+        ...
+
+    def tenant_records(self, tenants: Collection[str]) -> int:
+        """How many records principals of ``tenants`` (scope roots) made: the record's own
+        ``actor_tenants``, or for a record from before them its actor's scopes now."""
+        ...
+
+    def entries(self) -> Iterator[AuditEntry]:
+        """Every record, in chain order (streamed)."""
         ...
