@@ -69,7 +69,6 @@ SQL_DEBT = {
     "cli/admin.py",
     "components.py",
     "console_sessions.py",
-    "demo/__init__.py",
     "documents.py",
     "ingest/bulk_import.py",
     "ingest/deferred.py",

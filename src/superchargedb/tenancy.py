@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .auth import admin
+from .auth import principals as principals_mod
 from .auth.admin import require_admin
 from .errors import ValidationError
 from .readfilter import ancestors
@@ -68,6 +69,37 @@ class TenancyMixin:
             p, kid, key = admin.create_principal(conn, actor, spec)
             record.update(admin.principal_dict(p), key_id=kid)
         return {"principal": admin.principal_dict(p), "key_id": kid, "key": key}
+
+    def seed_principal(
+        self,
+        name: str,
+        key: str,
+        *,
+        perms: list[str],
+        tier: str,
+        scopes: list[str],
+        active_scope: str,
+        groups: list[str],
+        doc_quota: int | None,
+    ) -> bool:
+        """The operator's seeding of a principal with a known ``key`` (the demo's fixed
+        principals), unless one of that name exists; True when created. Not audited, as
+        seeding never was."""
+        with self.catalog.write() as w:
+            if w.execute("SELECT 1 FROM principals WHERE name = ?", (name,)).fetchone():
+                return False
+            p = principals_mod.create_principal(
+                w,
+                name,
+                perms=perms,
+                tier=tier,
+                scopes=scopes,
+                active_scope=active_scope,
+                groups=groups,
+                doc_quota=doc_quota,
+            )
+            principals_mod.add_key(w, p.id, key)
+        return True
 
     def admin_list_principals(self, actor: Principal) -> dict[str, Any]:
         return {"principals": admin.list_principals(self.catalog.reader(), actor)}
