@@ -3,7 +3,7 @@
 ``/metrics`` shows the whole deployment and is the operator's (it needs a token); a tenant admin
 gets the same kind of figures for what lies within its own scopes (a tenant root admin: the whole
 tenant), never a count from another tenant. Counts only, never content: an admin sees every
-principal within its scopes already, and a count names no Unit.
+principal within its scopes already, and a count names no Unit (D-186).
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ class TenancyMixin:
     ) -> bool:
         """The operator's seeding of a principal with a known ``key`` (the demo's fixed
         principals), unless one of that name exists; True when created. Not audited, as
-        seeding never was."""
+        seeding never was (D-189)."""
         with self.catalog.write() as w:
             if w.execute("SELECT 1 FROM principals WHERE name = ?", (name,)).fetchone():
                 return False
@@ -148,7 +148,7 @@ class TenancyMixin:
     def audit_verify(self, actor: Principal) -> dict[str, Any]:
         """The operator gets the whole report; a tenant admin whether the chain verifies and
         its own tenants' record count, nothing about the rest of the deployment (no global
-        count, no head, no position of a bad record)."""
+        count, no head, no position of a bad record: D-188)."""
         require_admin(actor)
         report = self.audit_trail.verify_chain()
         if actor.is_operator:

@@ -1,7 +1,7 @@
 """Maintenance commands: backup, restore, reindex (``doctor`` is in ``main.py``).
 
 Each goes through the data dir's :class:`~superchargedb.storage.protocols_reads.Maintenance`
-(built by the wiring), so the commands are the same on every backend.
+(built by the wiring), so the commands are the same on every backend (D-187).
 """
 
 from __future__ import annotations

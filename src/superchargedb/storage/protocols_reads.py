@@ -6,7 +6,7 @@ concepts ``stats.py``, ``jobs_view.py``, ``tenancy.py`` and ``cli/maintenance.py
 plain domain types (the same signature test inspects both modules). A read that returns a
 principal's data takes the caller's :class:`~superchargedb.readfilter.ReadFilter` and renders
 it in the backend's own form; the contract checks (``tests/contract/checks_reads.py``) compare
-it with the reference rule. Counts take the grants only: they name no Unit (``stats.py``).
+it with the reference rule. Counts take the grants only: they name no Unit (D-186).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class JobView:
 class JobListing(Protocol):
     """Jobs a reader may see: within ``rf.scopes``, and submitted by ``rf.principal``, owned by
     it or shared with one of ``rf.groups`` (the Units' rule plus the submitter; planes and the
-    query's filters do not apply to a job)."""
+    query's filters do not apply to a job: D-185)."""
 
     def get(self, job_id: str, rf: ReadFilter) -> JobView | None:
         """The job when ``rf`` may see it (else None, exactly as for an id that never was)."""

@@ -1,5 +1,5 @@
 """``AuditTrail`` on the catalog: the chain's verification, a tenant's record count and the
-export, over ``audit.py`` (which also appends and anchors)."""
+export, over ``audit.py`` (which also appends and anchors); D-188."""
 
 from __future__ import annotations
 

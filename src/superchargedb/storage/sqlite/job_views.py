@@ -3,7 +3,7 @@
 A job is visible to whoever could read the Units it derives: its scope within the reader's
 grants, and submitted by the reader, owned by it or shared with one of its groups. ``get``
 decides that on the row (``readfilter.may_read`` plus the submitter), ``page`` in SQL; the
-contract checks compare both with the reference rule.
+contract checks compare both with the reference rule (D-185).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``Maintenance`` on an embedded data dir: online backup, restore and reindex (``backup.py``,
-``reindex.py``), for the offline CLI."""
+``reindex.py``), for the offline CLI (D-187)."""
 
 from __future__ import annotations
 
