@@ -195,11 +195,12 @@ def check_backup_restores_what_was_readable(
         with b.write() as tx:
             tx.audit.append("alice", "contract.before_backup", {"n": 1})
         _enqueue_jobs(b)
-        m = reads(b).maintenance_at(tmp / "store").backup(tmp / "backup")
+        maintenance_at = reads(b).maintenance_at
+        m = maintenance_at(tmp / "store").backup(tmp / "backup")
         assert m.units == len(WORLD) and m.audit_head_seq == 1 and m.audit_head_hash
     finally:
         b.close()
-    restored = reads(b).maintenance_at(tmp / "restored").restore(tmp / "backup")
+    restored = maintenance_at(tmp / "restored").restore(tmp / "backup")
     assert restored == m
     b = k.open(tmp / "restored")
     try:
@@ -215,7 +216,7 @@ def check_backup_restores_what_was_readable(
     finally:
         b.close()
     with pytest.raises(ConflictError):
-        reads(b).maintenance_at(tmp / "restored").restore(tmp / "backup")
+        maintenance_at(tmp / "restored").restore(tmp / "backup")
 
 
 def check_audit_trail_verifies_counts_and_exports(
