@@ -12,6 +12,7 @@ from pathlib import Path
 from .settings import Settings
 from .storage.lock import DataDirLock
 from .storage.sqlite import audit
+from .storage.sqlite.audit_trail import SqliteAuditTrail
 from .storage.sqlite.catalog import Catalog
 from .tenancy import TenancyMixin
 
@@ -26,6 +27,7 @@ class OperatorStore(TenancyMixin):
             self.catalog = Catalog(data / "catalog.db", settings.sqlite_synchronous)
             self.audit_key = audit.load_key(settings.audit_key_file)
             self.audit_anchor = audit.anchor_path(data, settings.audit_anchor_file)
+            self.audit_trail = SqliteAuditTrail(self.catalog, self.audit_key, self.audit_anchor)
         except BaseException:
             self.lock.release()
             raise

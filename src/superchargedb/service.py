@@ -67,6 +67,9 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.jobs = parts.jobs
         self.meter = parts.meter
         self.metrics = parts.metrics
+        self.counts = parts.counts
+        self.job_views = parts.job_views
+        self.audit_trail = parts.audit_trail
         self.swept = parts.swept
         self.versions = parts.versions
         self.ingestor: Ingestor  # set by the wiring (it needs this facade as its object gate)

@@ -10,17 +10,19 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .auth import admin
+from .auth import principals as principals_mod
 from .auth.admin import require_admin
 from .errors import ValidationError
+from .readfilter import ancestors
 from .storage.sqlite import audit
 from .types import Principal
 
 if TYPE_CHECKING:
     from .settings import Settings
+    from .storage.protocols_reads import AuditTrail, ChainReport
     from .storage.sqlite.catalog import Catalog
 
 
@@ -48,7 +50,7 @@ def tier_caps(settings: Settings, tier: str) -> TierCaps:
 class TenancyMixin:
     catalog: Catalog
     audit_key: bytes
-    audit_anchor: Path
+    audit_trail: AuditTrail
 
     @contextmanager
     def _audited(
@@ -67,6 +69,37 @@ class TenancyMixin:
             p, kid, key = admin.create_principal(conn, actor, spec)
             record.update(admin.principal_dict(p), key_id=kid)
         return {"principal": admin.principal_dict(p), "key_id": kid, "key": key}
+
+    def seed_principal(
+        self,
+        name: str,
+        key: str,
+        *,
+        perms: list[str],
+        tier: str,
+        scopes: list[str],
+        active_scope: str,
+        groups: list[str],
+        doc_quota: int | None,
+    ) -> bool:
+        """The operator's seeding of a principal with a known ``key`` (the demo's fixed
+        principals), unless one of that name exists; True when created. Not audited, as
+        seeding never was (D-189)."""
+        with self.catalog.write() as w:
+            if w.execute("SELECT 1 FROM principals WHERE name = ?", (name,)).fetchone():
+                return False
+            p = principals_mod.create_principal(
+                w,
+                name,
+                perms=perms,
+                tier=tier,
+                scopes=scopes,
+                active_scope=active_scope,
+                groups=groups,
+                doc_quota=doc_quota,
+            )
+            principals_mod.add_key(w, p.id, key)
+        return True
 
     def admin_list_principals(self, actor: Principal) -> dict[str, Any]:
         return {"principals": admin.list_principals(self.catalog.reader(), actor)}
@@ -114,16 +147,26 @@ class TenancyMixin:
 
     def audit_verify(self, actor: Principal) -> dict[str, Any]:
         """The operator gets the whole report; a tenant admin whether the chain verifies and
-        its own tenants' record count, nothing about the rest of the deployment."""
+        its own tenants' record count, nothing about the rest of the deployment (no global
+        count, no head, no position of a bad record: D-188)."""
         require_admin(actor)
-        conn = self.catalog.reader()
+        report = self.audit_trail.verify_chain()
         if actor.is_operator:
-            return audit.verify(conn, self.audit_key, self.audit_anchor)
-        tenants = {audit.tenant_of(s) for s in actor.scopes}
-        return audit.verify_for_tenants(conn, self.audit_key, self.audit_anchor, tenants)
+            return chain_dict(report)
+        tenants = {ancestors(s)[0] for s in actor.scopes}  # a tenant is a scope root
+        return {"ok": report.ok, "records": self.audit_trail.tenant_records(tenants)}
 
     def audit_export(self) -> Iterator[str]:
-        for r in self.catalog.reader().execute(
-            "SELECT seq, prev_hash, hash, record FROM audit_log ORDER BY seq"
-        ):
-            yield (f'{{"seq":{r[0]},"prev_hash":"{r[1]}","hash":"{r[2]}","record":{r[3]}}}')
+        """The chain as JSON lines, each record's body as stored (``audit verify`` offline)."""
+        for e in self.audit_trail.entries():
+            yield (
+                f'{{"seq":{e.seq},"prev_hash":"{e.prev_hash}","hash":"{e.hash}",'
+                f'"record":{e.record_json}}}'
+            )
+
+
+def chain_dict(r: ChainReport) -> dict[str, Any]:
+    """The operator's report: the head when the chain verifies, else its first break."""
+    if r.ok:
+        return {"ok": True, "records": r.records, "head": r.head}
+    return {"ok": False, "records": r.records, "first_bad_seq": r.first_bad_seq, "reason": r.reason}

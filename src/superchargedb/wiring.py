@@ -36,10 +36,15 @@ from .search.rerank import make_reranker
 from .service import Service
 from .settings import Settings
 from .storage.lock import DataDirLock
+from .storage.protocols_reads import Maintenance
 from .storage.sqlite import audit, unit_words
+from .storage.sqlite.audit_trail import SqliteAuditTrail
 from .storage.sqlite.catalog import Catalog
+from .storage.sqlite.counts import SqliteCounts
 from .storage.sqlite.index_sync import IndexSync
+from .storage.sqlite.job_views import SqliteJobViews
 from .storage.sqlite.jobs import JobQueue
+from .storage.sqlite.maintenance import SqliteMaintenance
 from .storage.sqlite.objects import FileBlobStore, sweep_orphans
 from .storage.sqlite.reindex import stale_count
 from .storage.sqlite.search_store import ExactScan, SqliteSearchStore
@@ -184,6 +189,9 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         jobs=jobs,
         meter=Meter(catalog),
         metrics=Metrics(),
+        counts=SqliteCounts(catalog, lambda: sync.applied_seq),
+        job_views=SqliteJobViews(catalog),
+        audit_trail=SqliteAuditTrail(catalog, audit_key, audit_anchor),
         swept=swept,
         versions=f"{emb.model_id};rrf{s.rrf_k};d{s.leg_depth}",
     )
@@ -231,3 +239,8 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
         audit_key=audit.load_key(s.audit_key_file),
     )
     return WorkerContext(deps, Ingestor(deps))
+
+
+def open_maintenance(settings: Settings) -> Maintenance:
+    """The data dir's whole-store operations (backup, restore, reindex) for the offline CLI."""
+    return SqliteMaintenance(Path(settings.data_dir), settings.sqlite_synchronous)

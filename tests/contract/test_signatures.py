@@ -10,10 +10,10 @@ import inspect
 import re
 import typing
 
-from superchargedb.storage import protocols, protocols_search
+from superchargedb.storage import protocols, protocols_reads, protocols_search
 
 # Every module of storage Protocols (a new concept's module is added here).
-MODULES = (protocols, protocols_search)
+MODULES = (protocols, protocols_search, protocols_reads)
 
 FORBIDDEN = re.compile(r"\b(sqlite3|Connection|Cursor|Row|Any|rowid|sql|SQL)\b|dict\[str, ")
 # The one array type: a float32 vector (its shape parameter is typing.Any in numpy's stubs).

@@ -20,7 +20,7 @@ def register_stats(app: FastAPI, svc: Service, principal: PrincipalDep) -> None:
     @app.get("/v1/stats", tags=["admin"], responses=ERROR_RESPONSES.subset(401, 403))
     async def tenant_stats(p: Principal = Depends(principal)) -> Any:
         def compute() -> dict[str, Any]:
-            # The reader connection belongs to the worker thread that runs this.
-            return stats.tenant_stats(svc.catalog.reader(), p, svc.sync.applied_seq)
+            # A blocking read: off the event loop, on a worker thread.
+            return stats.tenant_stats(svc.counts, p)
 
         return await run_in_threadpool(compute)

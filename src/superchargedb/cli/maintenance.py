@@ -1,13 +1,21 @@
-"""Maintenance commands: backup, restore, reindex, doctor."""
+"""Maintenance commands: backup, restore, reindex (``doctor`` is in ``main.py``).
+
+Each goes through the data dir's :class:`~superchargedb.storage.protocols_reads.Maintenance`
+(built by the wiring), so the commands are the same on every backend (D-187).
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from ..errors import SCDBError
+
+if TYPE_CHECKING:
+    from ..storage.protocols_reads import BackupManifest
 
 DATA = typer.Option(Path("./scdb-data"), "--data", help="Data directory")
 
@@ -17,37 +25,55 @@ def _fail(exc: SCDBError) -> None:
     raise typer.Exit(1)
 
 
+def manifest_dict(m: BackupManifest) -> dict[str, Any]:
+    """The manifest as ``manifest.json`` holds it (and ``backup`` prints it)."""
+    head = None
+    if m.audit_head_seq is not None:
+        head = {"seq": m.audit_head_seq, "hash": m.audit_head_hash}
+    return {
+        "format": m.format,
+        "created_at": m.created_at,
+        "source": m.source,
+        "units": m.units,
+        "objects": m.objects,
+        "model_id": m.model_id,
+        "audit_head": head,
+        "seconds": m.seconds,
+    }
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def backup(dest: Path, data: Path = DATA) -> None:
         """Online, consistent backup (catalog snapshot + objects); safe while a server runs."""
-        from ..storage.sqlite.backup import backup as do_backup
+        from ..settings import Settings
+        from ..wiring import open_maintenance
 
         try:
-            manifest = do_backup(data, dest)
+            manifest = open_maintenance(Settings(data_dir=data)).backup(dest)
         except SCDBError as exc:
             _fail(exc)
-        typer.echo(json.dumps(manifest, indent=2))
+        typer.echo(json.dumps(manifest_dict(manifest), indent=2))
 
     @app.command()
     def restore(src: Path, data: Path = DATA) -> None:
         """Restore a backup into an empty data dir, rebuild the index, verify the audit chain."""
         from ..auth.admin import OPERATOR
         from ..settings import Settings
-        from ..storage.sqlite.backup import restore_files
-        from ..wiring import open_service
+        from ..wiring import open_maintenance, open_service
 
+        settings = Settings(data_dir=data)
         try:
-            manifest = restore_files(src, data)
+            manifest = open_maintenance(settings).restore(src)
         except SCDBError as exc:
             _fail(exc)
-        svc = open_service(Settings(data_dir=data))
+        svc = open_service(settings)
         try:
             chain = svc.audit_verify(OPERATOR)
-            units = svc.catalog.reader().execute("SELECT COUNT(*) FROM units").fetchone()[0]
+            units = svc.counts.units_total()
         finally:
             svc.close()
-        ok = chain["ok"] and units == manifest["units"]
+        ok = chain["ok"] and units == manifest.units
         typer.echo(json.dumps({"ok": ok, "units": units, "audit": chain}, indent=2))
         raise typer.Exit(0 if ok else 1)
 
@@ -61,29 +87,23 @@ def register(app: typer.Typer) -> None:
 
         from ..models.embedder import make_embedder
         from ..settings import Settings
-        from ..storage.lock import DataDirLock
-        from ..storage.sqlite.catalog import Catalog
-        from ..storage.sqlite.reindex import reindex as do_reindex
-        from ..storage.sqlite.reindex import stale_count
+        from ..wiring import open_maintenance
 
         settings = Settings(data_dir=data)
-        lock = DataDirLock(data)
-        try:
-            lock.acquire()
-        except SCDBError as exc:
-            _fail(exc)
-        try:
-            emb = make_embedder(
-                embedder or settings.embedder,
-                max_tokens=settings.embed_max_tokens,
-                threads=settings.embed_threads,
-                batch_size=settings.embed_batch_size,
-            )
-            catalog = Catalog(data / "catalog.db", settings.sqlite_synchronous)
-            total = stale_count(catalog, emb.model_id)
-            with tqdm(total=total, unit="unit", desc=f"reindex -> {emb.model_id}") as bar:
-                n = do_reindex(catalog, data / "index", emb, progress=bar.update)
-            catalog.close()
-        finally:
-            lock.release()
+        emb = make_embedder(
+            embedder or settings.embedder,
+            max_tokens=settings.embed_max_tokens,
+            threads=settings.embed_threads,
+            batch_size=settings.embed_batch_size,
+        )
+        with tqdm(unit="unit", desc=f"reindex -> {emb.model_id}") as bar:
+
+            def step(done: int, total: int) -> None:
+                bar.total = total
+                bar.update(done)
+
+            try:
+                n = open_maintenance(settings).reindex(emb, step)
+            except SCDBError as exc:
+                _fail(exc)
         typer.echo(json.dumps({"reembedded": n, "model_id": emb.model_id}))

@@ -9,7 +9,6 @@ import dataclasses
 from importlib import resources
 from typing import Any
 
-from ..auth import principals as principals_mod
 from ..service import Service
 
 # (principal name, key, perms, tier, scopes, active scope, groups, quota)
@@ -58,22 +57,17 @@ DOCUMENTS: list[tuple[str, str, str, list[str]]] = [
 
 
 def seed_principals(svc: Service) -> None:
-    conn = svc.catalog.reader()
-    with svc.catalog.write() as w:
-        for name, key, perms, tier, scopes, active, groups, quota in PRINCIPALS:
-            if conn.execute("SELECT 1 FROM principals WHERE name = ?", (name,)).fetchone():
-                continue
-            p = principals_mod.create_principal(
-                w,
-                name,
-                perms=perms,
-                tier=tier,
-                scopes=scopes,
-                active_scope=active,
-                groups=groups,
-                doc_quota=quota,
-            )
-            principals_mod.add_key(w, p.id, key)
+    for name, key, perms, tier, scopes, active, groups, quota in PRINCIPALS:
+        svc.seed_principal(
+            name,
+            key,
+            perms=perms,
+            tier=tier,
+            scopes=scopes,
+            active_scope=active,
+            groups=groups,
+            doc_quota=quota,
+        )
 
 
 def seed(svc: Service) -> dict[str, Any]:

@@ -138,7 +138,6 @@ def seed_media(svc: Service, alice_key: str) -> dict[str, Any]:
     if missing:
         return {"skipped": f"needs {', '.join(missing)} (scripts/setup.sh installs them)"}
     alice = dataclasses.replace(svc.authenticate(f"Bearer {alice_key}"), is_operator=True)
-    conn = svc.catalog.reader()
     d = Path(svc.settings.data_dir) / "demo-media"
     d.mkdir(parents=True, exist_ok=True)
     jobs = {}
@@ -146,10 +145,9 @@ def seed_media(svc: Service, alice_key: str) -> dict[str, Any]:
         (RUNBOOK_KEY, "application/pdf", lambda: _pdf(RUNBOOK_LINES)),
         (KEYNOTE_KEY, "video/mp4", lambda: _keynote(d).read_bytes()),
     ]:
-        stored = conn.execute(
-            "SELECT 1 FROM objects WHERE key = ? AND acl_owner = ?", (key, alice.name)
-        ).fetchone()
-        if stored:
+        # The object a read of the key resolves to is alice's own when she stored one.
+        stored = svc.resolve_object(alice, key)
+        if stored is not None and stored["acl_owner"] == alice.name:
             continue
         obj_scope = key.rsplit("/", 1)[0]
         svc.put_object(alice, key, iter([make()]), mime, obj_scope, ["eng-backend"])

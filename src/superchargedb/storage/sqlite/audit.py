@@ -19,6 +19,7 @@ import os
 import secrets
 import sqlite3
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -143,6 +144,11 @@ def verify_for_tenants(
     """What a tenant admin is told: whether the whole chain verifies, and how many records its
     tenants' principals made. No global count, no head, no position of a bad record."""
     ok = bool(verify(conn, key, anchor)["ok"])
+    return {"ok": ok, "records": tenant_record_count(conn, tenants)}
+
+
+def tenant_record_count(conn: sqlite3.Connection, tenants: Collection[str]) -> int:
+    """How many records principals of ``tenants`` made (``verify_for_tenants``'s count)."""
     # Records from before ``actor_tenants`` existed are attributed by their actor's scopes now.
     legacy = {
         str(r[0]): {tenant_of(s) for s in json.loads(r[1])}
@@ -160,8 +166,8 @@ def verify_for_tenants(
             theirs = set(rec["actor_tenants"] or ())
         else:
             theirs = legacy.get(str(rec.get("actor")), set())
-        n += bool(theirs & tenants)
-    return {"ok": ok, "records": n}
+        n += not theirs.isdisjoint(tenants)
+    return n
 
 
 def _verify_chain(conn: sqlite3.Connection, key: bytes) -> dict[str, Any]:
