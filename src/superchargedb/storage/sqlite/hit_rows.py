@@ -45,7 +45,12 @@ def _row(r: tuple[object, ...]) -> HitRow:
 
 
 def _brief(r: tuple[object, ...]) -> HitRow:
-    link = unit_link(dict(zip(_BRIEF, r, strict=True))) if r[-1] else None
+    if r[-1] is None:
+        # Neither a Locator nor an object: the brief columns after the key are the hit row as
+        # it is (loc_kind and object_key both empty read as no Locator and no link). One C-level
+        # tuple copy a row, where building each field cost 4 % of a 1 %-filter search.
+        return tuple.__new__(HitRow, r[1:])
+    link = unit_link(dict(zip(_BRIEF, r, strict=True)))
     return HitRow(*r[1:9], None, link)  # type: ignore[arg-type,call-arg]
 
 
