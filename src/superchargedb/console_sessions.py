@@ -17,8 +17,8 @@ import sqlite3
 import time
 from dataclasses import replace
 
-from .auth.principals import row_to_principal
 from .errors import AuthError
+from .storage.sqlite.principals import row_to_principal
 from .types import Principal
 
 COOKIE = "scdb_session"

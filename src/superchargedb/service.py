@@ -67,6 +67,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.jobs = parts.jobs
         self.meter = parts.meter
         self.metrics = parts.metrics
+        self.auth_store = parts.auth_store
         self.swept = parts.swept
         self.versions = parts.versions
         self.ingestor: Ingestor  # set by the wiring (it needs this facade as its object gate)
@@ -141,7 +142,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
 
     # -- auth ------------------------------------------------------------------------------
     def authenticate(self, authorization: str | None) -> Principal:
-        return principals_mod.authenticate(self.catalog.reader(), authorization)
+        return principals_mod.authenticate(self.auth_store.principals, authorization)
 
     def request_scope(
         self, principal: Principal, header: str | None, query: str | None

@@ -37,6 +37,7 @@ from .service import Service
 from .settings import Settings
 from .storage.lock import DataDirLock
 from .storage.sqlite import audit, unit_words
+from .storage.sqlite.auth_store import SqliteAuthStore
 from .storage.sqlite.catalog import Catalog
 from .storage.sqlite.index_sync import IndexSync
 from .storage.sqlite.jobs import JobQueue
@@ -175,6 +176,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         jobs=jobs,
         meter=Meter(catalog),
         metrics=Metrics(),
+        auth_store=SqliteAuthStore(catalog, audit_key),
         swept=swept,
         versions=f"{emb.model_id};rrf{s.rrf_k};d{s.leg_depth}",
     )

@@ -28,6 +28,7 @@ from ..errors import (
     ValidationError,
 )
 from ..storage.sqlite.filter_sql import scope_sql, visible_sql
+from ..storage.sqlite.principals import SqlitePrincipals, row_to_principal
 from ..types import TIER_RANK, Principal
 from . import principals as pm
 from .scopes import check_scope, within_any
@@ -263,7 +264,7 @@ def get_principal(conn: sqlite3.Connection, actor: Principal, name: str) -> Prin
     row = conn.execute("SELECT * FROM principals WHERE name = ?", (name,)).fetchone()
     if row is None:
         raise NotFoundError("principal not found")
-    target = pm.row_to_principal(row)
+    target = row_to_principal(row)
     if not _manageable(actor, target):
         raise NotFoundError("principal not found")
     return target
@@ -286,7 +287,7 @@ def list_principals(conn: sqlite3.Connection, actor: Principal) -> list[dict[str
     require_admin(actor)
     out = []
     for row in conn.execute("SELECT * FROM principals ORDER BY name"):
-        p = pm.row_to_principal(row)
+        p = row_to_principal(row)
         if _manageable(actor, p):
             out.append(principal_dict(p, bool(row["disabled"])))
     return out
@@ -322,7 +323,7 @@ def create_principal(
     quota = spec.get("doc_quota")
     check_grant(actor, perms=perms, tier=tier, scopes=scopes, groups=groups, doc_quota=quota)
     p = pm.create_principal(
-        conn,
+        SqlitePrincipals(conn),
         name,
         perms=perms,
         tier=tier,
@@ -334,7 +335,7 @@ def create_principal(
     # Its first key is a key like any other: a name that already owns Units (ingested with
     # ``acl_owner`` before the principal existed) must not read what the actor cannot.
     may_issue_for(conn, actor, p)
-    kid, key = pm.add_key(conn, p.id, expires_at=expires, issued_by=actor.name)
+    kid, key = pm.add_key(SqlitePrincipals(conn), p.id, expires_at=expires, issued_by=actor.name)
     return p, kid, key
 
 
@@ -446,7 +447,9 @@ def create_key(
     require_admin(actor)
     target = get_principal(conn, actor, name)
     may_issue_for(conn, actor, target)
-    return pm.add_key(conn, target.id, expires_at=expires_at, issued_by=actor.name)
+    return pm.add_key(
+        SqlitePrincipals(conn), target.id, expires_at=expires_at, issued_by=actor.name
+    )
 
 
 def revoke_key(conn: sqlite3.Connection, actor: Principal, key_id: str) -> str:
@@ -480,6 +483,9 @@ def rotate_key(
             (min(current, until) if current else until, key_id),
         )
     kid, key = pm.add_key(
-        conn, row["principal_id"], expires_at=row["expires_at"], issued_by=actor.name
+        SqlitePrincipals(conn),
+        row["principal_id"],
+        expires_at=row["expires_at"],
+        issued_by=actor.name,
     )
     return str(row["name"]), kid, key

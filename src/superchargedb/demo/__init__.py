@@ -58,13 +58,12 @@ DOCUMENTS: list[tuple[str, str, str, list[str]]] = [
 
 
 def seed_principals(svc: Service) -> None:
-    conn = svc.catalog.reader()
-    with svc.catalog.write() as w:
+    with svc.auth_store.write() as tx:
         for name, key, perms, tier, scopes, active, groups, quota in PRINCIPALS:
-            if conn.execute("SELECT 1 FROM principals WHERE name = ?", (name,)).fetchone():
+            if tx.principals.named(name) is not None:
                 continue
             p = principals_mod.create_principal(
-                w,
+                tx.principals,
                 name,
                 perms=perms,
                 tier=tier,
@@ -73,7 +72,7 @@ def seed_principals(svc: Service) -> None:
                 groups=groups,
                 doc_quota=quota,
             )
-            principals_mod.add_key(w, p.id, key)
+            principals_mod.add_key(tx.principals, p.id, key)
 
 
 def seed(svc: Service) -> dict[str, Any]:
