@@ -65,7 +65,6 @@ SQL_DEBT = {
     "api/gate.py",
     "api/routes_session.py",
     "api/routes_stats.py",
-    "auth/admin.py",
     "cli/admin.py",
     "cli/maintenance.py",
     "components.py",

@@ -12,6 +12,7 @@ from pathlib import Path
 from .settings import Settings
 from .storage.lock import DataDirLock
 from .storage.sqlite import audit
+from .storage.sqlite.auth_store import SqliteAuthStore
 from .storage.sqlite.catalog import Catalog
 from .tenancy import TenancyMixin
 
@@ -26,6 +27,7 @@ class OperatorStore(TenancyMixin):
             self.catalog = Catalog(data / "catalog.db", settings.sqlite_synchronous)
             self.audit_key = audit.load_key(settings.audit_key_file)
             self.audit_anchor = audit.anchor_path(data, settings.audit_anchor_file)
+            self.auth_store = SqliteAuthStore(self.catalog, self.audit_key)
         except BaseException:
             self.lock.release()
             raise
