@@ -87,22 +87,22 @@ def add_readers(svc: Any) -> dict[tuple[str, int], Any]:
     from superchargedb.auth import principals as P
 
     keys: dict[tuple[str, int], str] = {}
-    with svc.catalog.write() as w:
-        have = {r[0] for r in w.execute("SELECT name FROM principals")}
+    with svc.auth_store.write() as tx:
+        have = {s.principal.name for s in tx.principals.every()}
         for level, buckets in (("10%", range(0, 100, 10)), ("1%", range(100))):
             for u in buckets:
                 name = f"scale-reader-{level[:-1]}-{u}"
                 key = f"aegis_sk_scale_{level[:-1]}_{u}"
                 if name not in have:
                     p = P.create_principal(
-                        w,
+                        tx.principals,
                         name,
                         perms=["read"],
                         tier="pro",
                         scopes=["acme/alpha"],
                         groups=SD.acl_groups_for(level, u),
                     )
-                    P.add_key(w, p.id, key)
+                    P.add_key(tx.principals, p.id, key)
                 keys[(level, u)] = key
     return {k: svc.authenticate(f"Bearer {v}") for k, v in keys.items()}
 

@@ -96,9 +96,9 @@ def add_principal(
     quota: int | None = None,
 ) -> str:
     key = f"aegis_sk_test_{name}"
-    with svc.catalog.write() as w:
+    with svc.auth_store.write() as tx:
         p = principals_mod.create_principal(
-            w,
+            tx.principals,
             name,
             perms=perms,
             tier=tier,
@@ -107,7 +107,7 @@ def add_principal(
             groups=groups,
             doc_quota=quota,
         )
-        principals_mod.add_key(w, p.id, key)
+        principals_mod.add_key(tx.principals, p.id, key)
     return key
 
 

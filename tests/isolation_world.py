@@ -51,17 +51,17 @@ def build(tmp: Path, spec: dict[str, Any], emb: Any, llm_url: str) -> tuple[Serv
         P(f"p{i}", set(p["grants"]), set(p["groups"]), set(p["perms"]), p["tier"])
         for i, p in enumerate(spec["principals"])
     ]
-    with svc.catalog.write() as w:
+    with svc.auth_store.write() as tx:
         for p in ps:
             row = principals_mod.create_principal(
-                w,
+                tx.principals,
                 p.name,
                 perms=sorted(p.perms),
                 tier=p.tier,
                 scopes=sorted(p.grants),
                 groups=sorted(p.groups),
             )
-            principals_mod.add_key(w, row.id, f"aegis_sk_{p.name}")
+            principals_mod.add_key(tx.principals, row.id, f"aegis_sk_{p.name}")
     world = World(principals=ps)
     text_keys: list[str] = []
     for j, o in enumerate(spec["objects"]):

@@ -71,10 +71,14 @@ def env(tmp_path_factory, embedder) -> Iterator[Env]:
     add_principal(
         svc, "grouper", perms=["read", "write", "admin"], scopes=["acme/alpha"], groups=groups
     )
-    with svc.catalog.write() as w:
-        row = w.execute("SELECT id FROM principals WHERE name = 'alice'").fetchone()
-        revoked_id, revoked = principals_mod.add_key(w, row[0], "aegis_sk_revoked_alice")
-        principals_mod.add_key(w, row[0], "aegis_sk_expired_alice", expires_at=1)
+    with svc.auth_store.write() as tx:
+        alice_state = tx.principals.named("alice")
+        assert alice_state is not None
+        alice_id = alice_state.principal.id
+        revoked_id, revoked = principals_mod.add_key(
+            tx.principals, alice_id, "aegis_sk_revoked_alice"
+        )
+        principals_mod.add_key(tx.principals, alice_id, "aegis_sk_expired_alice", expires_at=1)
     alice = svc.authenticate("Bearer aegis_sk_alice")
     svc.admin_revoke_key(alice, revoked_id)
     with TestClient(create_app(svc), raise_server_exceptions=False) as c, LiveServer(svc) as live:

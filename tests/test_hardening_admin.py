@@ -192,21 +192,21 @@ def test_the_unit_rule_is_exact_on_both_legs(srv, svc):
 
     from superchargedb.auth.admin import _reads_beyond
 
-    conn = svc.catalog.reader()
+    store = svc.auth_store.principals
     fa = svc.authenticate(f"Bearer {key_of('fa')}")
     fin = svc.authenticate(f"Bearer {key_of('fin')}")
     peer = svc.authenticate(f"Bearer {key_of('peer')}")
     # The group leg: fin reads the Unit shared into "fin", which fa is not in...
-    assert _reads_beyond(conn, fa, fin)
+    assert _reads_beyond(store, fa, fin)
     # ... and with "fin" among fa's groups nothing fin reads is beyond fa.
-    assert not _reads_beyond(conn, replace(fa, groups=fa.groups | {"fin"}), fin)
+    assert not _reads_beyond(store, replace(fa, groups=fa.groups | {"fin"}), fin)
     # peer's own Unit is shared with "eng", which fa reads: not beyond.
-    assert not _reads_beyond(conn, fa, peer)
+    assert not _reads_beyond(store, fa, peer)
     # An admin without read reads nothing: everything peer reads is beyond it.
-    assert _reads_beyond(conn, replace(fa, perms=frozenset({"admin"})), peer)
+    assert _reads_beyond(store, replace(fa, perms=frozenset({"admin"})), peer)
     # A target outside the admin's scopes: the group leg looks at every group of the target.
     other = replace(fa, scopes=("acme/zeta",), groups=frozenset({"eng", "fin"}))
-    assert _reads_beyond(conn, other, fin)
+    assert _reads_beyond(store, other, fin)
 
 
 @pytest.mark.parametrize(

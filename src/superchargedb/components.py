@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .search.rerank import Reranker
     from .settings import Settings
     from .storage.lock import DataDirLock
+    from .storage.protocols_auth import AuthStore
     from .storage.protocols_reads import AuditTrail, CatalogCounts, JobListing
     from .storage.sqlite.catalog import Catalog
     from .storage.sqlite.index_sync import IndexSync
@@ -57,6 +58,7 @@ class Components:
     counts: CatalogCounts
     job_views: JobListing
     audit_trail: AuditTrail
+    auth_store: AuthStore  # principals, keys and console sessions
     ingestor: Ingestor | None = None  # set by the wiring once the object gate exists
     swept: dict[str, Any] | None = None  # what the start-up sweep of objects/ reclaimed
     versions: str = ""  # model and fusion versions: part of every result-cache key

@@ -1,8 +1,8 @@
-"""The operator's offline access to a data dir: the lock, the catalog and the audit key only.
+"""The operator's offline access to a data dir: principals, keys and the audit chain.
 
-CLI commands that manage principals, keys and the audit chain need neither the model nor the
-vector index, so they open this instead of the full ``Service`` (D-41: they take the
-data-dir lock and refuse to run while a server owns it).
+CLI commands that manage them need neither the model nor the vector index, so they open this
+instead of the full ``Service``: the storage's offline handle (the data-dir lock, the catalog,
+the audit key; D-41, D-183) under the same tenancy facade the API uses.
 """
 
 from __future__ import annotations
@@ -10,34 +10,27 @@ from __future__ import annotations
 from pathlib import Path
 
 from .settings import Settings
-from .storage.lock import DataDirLock
-from .storage.sqlite import audit
 from .storage.sqlite.audit_trail import SqliteAuditTrail
-from .storage.sqlite.catalog import Catalog
+from .storage.sqlite.offline import OfflineCatalog
 from .tenancy import TenancyMixin
 
 
 class OperatorStore(TenancyMixin):
     def __init__(self, settings: Settings) -> None:
-        data = Path(settings.data_dir)
-        data.mkdir(parents=True, exist_ok=True)
-        self.lock = DataDirLock(data)
-        self.lock.acquire()
-        try:
-            self.catalog = Catalog(data / "catalog.db", settings.sqlite_synchronous)
-            self.audit_key = audit.load_key(settings.audit_key_file)
-            self.audit_anchor = audit.anchor_path(data, settings.audit_anchor_file)
-            self.audit_trail = SqliteAuditTrail(self.catalog, self.audit_key, self.audit_anchor)
-        except BaseException:
-            self.lock.release()
-            raise
+        self._offline = OfflineCatalog(
+            Path(settings.data_dir),
+            settings.sqlite_synchronous,
+            settings.audit_key_file,
+            settings.audit_anchor_file,
+        )
+        self.catalog = self._offline.catalog  # the facade's audit reads (tenancy.py)
+        self.audit_key = self._offline.audit_key
+        self.audit_anchor = self._offline.audit_anchor
+        self.auth_store = self._offline.auth
+        self.audit_trail = SqliteAuditTrail(self.catalog, self.audit_key, self.audit_anchor)
 
     def close(self) -> None:
-        try:
-            audit.write_anchor(self.catalog.reader(), self.audit_key, self.audit_anchor)
-            self.catalog.close()
-        finally:
-            self.lock.release()
+        self._offline.close()
 
     def __enter__(self) -> OperatorStore:
         return self

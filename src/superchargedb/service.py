@@ -70,6 +70,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.counts = parts.counts
         self.job_views = parts.job_views
         self.audit_trail = parts.audit_trail
+        self.auth_store = parts.auth_store
         self.swept = parts.swept
         self.versions = parts.versions
         self.ingestor: Ingestor  # set by the wiring (it needs this facade as its object gate)
@@ -145,7 +146,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
 
     # -- auth ------------------------------------------------------------------------------
     def authenticate(self, authorization: str | None) -> Principal:
-        return principals_mod.authenticate(self.catalog.reader(), authorization)
+        return principals_mod.authenticate(self.auth_store.principals, authorization)
 
     def request_scope(
         self, principal: Principal, header: str | None, query: str | None

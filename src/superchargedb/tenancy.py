@@ -6,7 +6,6 @@ this in.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,11 +16,11 @@ from .auth import principals as principals_mod
 from .auth.admin import require_admin
 from .errors import ValidationError
 from .readfilter import ancestors
-from .storage.sqlite import audit
 from .types import Principal
 
 if TYPE_CHECKING:
     from .settings import Settings
+    from .storage.protocols_auth import AuthStore, AuthTx
     from .storage.protocols_reads import AuditTrail, ChainReport
     from .storage.sqlite.catalog import Catalog
 
@@ -48,25 +47,25 @@ def tier_caps(settings: Settings, tier: str) -> TierCaps:
 
 
 class TenancyMixin:
+    auth_store: AuthStore
     catalog: Catalog
     audit_key: bytes
     audit_trail: AuditTrail
 
     @contextmanager
-    def _audited(
-        self, actor: Principal, action: str, record: dict[str, Any]
-    ) -> Iterator[sqlite3.Connection]:
-        """A write transaction that appends ``record`` (filled in by the body) to the chain."""
-        with self.catalog.write() as conn:
-            yield conn
-            audit.append(conn, self.audit_key, actor, action, record)
+    def _audited(self, actor: Principal, action: str, record: dict[str, Any]) -> Iterator[AuthTx]:
+        """A write transaction that appends ``record`` (filled in by the body) to the chain,
+        committed with the change or not at all (D-182)."""
+        with self.auth_store.write() as tx:
+            yield tx
+            tx.audit.append(actor, action, record)
 
     def admin_create_principal(self, actor: Principal, spec: Any) -> dict[str, Any]:
         if not isinstance(spec, dict):
             raise ValidationError("body must be a JSON object")
         record: dict[str, Any] = {}
-        with self._audited(actor, "principal.create", record) as conn:
-            p, kid, key = admin.create_principal(conn, actor, spec)
+        with self._audited(actor, "principal.create", record) as tx:
+            p, kid, key = admin.create_principal(tx.principals, actor, spec)
             record.update(admin.principal_dict(p), key_id=kid)
         return {"principal": admin.principal_dict(p), "key_id": kid, "key": key}
 
@@ -85,11 +84,11 @@ class TenancyMixin:
         """The operator's seeding of a principal with a known ``key`` (the demo's fixed
         principals), unless one of that name exists; True when created. Not audited, as
         seeding never was (D-189)."""
-        with self.catalog.write() as w:
-            if w.execute("SELECT 1 FROM principals WHERE name = ?", (name,)).fetchone():
+        with self.auth_store.write() as tx:
+            if tx.principals.named(name) is not None:
                 return False
             p = principals_mod.create_principal(
-                w,
+                tx.principals,
                 name,
                 perms=perms,
                 tier=tier,
@@ -98,25 +97,22 @@ class TenancyMixin:
                 groups=groups,
                 doc_quota=doc_quota,
             )
-            principals_mod.add_key(w, p.id, key)
+            principals_mod.add_key(tx.principals, p.id, key)
         return True
 
     def admin_list_principals(self, actor: Principal) -> dict[str, Any]:
-        return {"principals": admin.list_principals(self.catalog.reader(), actor)}
+        return {"principals": admin.list_principals(self.auth_store.principals, actor)}
 
     def admin_get_principal(self, actor: Principal, name: str) -> dict[str, Any]:
-        require_admin(actor)
-        conn = self.catalog.reader()
-        p = admin.get_principal(conn, actor, name)
-        disabled = conn.execute("SELECT disabled FROM principals WHERE id = ?", (p.id,)).fetchone()
-        return admin.principal_dict(p, bool(disabled[0]))
+        state = admin.get_state(self.auth_store.principals, actor, name)
+        return admin.principal_dict(state.principal, state.disabled)
 
     def admin_update_principal(self, actor: Principal, name: str, changes: Any) -> dict[str, Any]:
         if not isinstance(changes, dict):
             raise ValidationError("body must be a JSON object")
         record: dict[str, Any] = {"name": name}
-        with self._audited(actor, "principal.update", record) as conn:
-            admin.update_principal(conn, actor, name, changes)
+        with self._audited(actor, "principal.update", record) as tx:
+            admin.update_principal(tx.principals, actor, name, changes)
             record.update(changes=sorted(changes))
         return self.admin_get_principal(admin.OPERATOR, name)
 
@@ -124,24 +120,24 @@ class TenancyMixin:
         self, actor: Principal, name: str, expires_at: int | None = None
     ) -> dict[str, Any]:
         record: dict[str, Any] = {"principal": name}
-        with self._audited(actor, "key.create", record) as conn:
-            kid, key = admin.create_key(conn, actor, name, expires_at)
+        with self._audited(actor, "key.create", record) as tx:
+            kid, key = admin.create_key(tx.principals, actor, name, expires_at)
             record["key_id"] = kid
         return {"key_id": kid, "key": key, "expires_at": expires_at}
 
     def admin_list_keys(self, actor: Principal, name: str) -> dict[str, Any]:
-        return {"keys": admin.list_keys(self.catalog.reader(), actor, name)}
+        return {"keys": admin.list_keys(self.auth_store.principals, actor, name)}
 
     def admin_revoke_key(self, actor: Principal, key_id: str) -> dict[str, Any]:
         record: dict[str, Any] = {"key_id": key_id}
-        with self._audited(actor, "key.revoke", record) as conn:
-            record["principal"] = admin.revoke_key(conn, actor, key_id)
+        with self._audited(actor, "key.revoke", record) as tx:
+            record["principal"] = admin.revoke_key(tx.principals, actor, key_id)
         return {"revoked": key_id}
 
     def admin_rotate_key(self, actor: Principal, key_id: str, overlap_s: int = 0) -> dict[str, Any]:
         record: dict[str, Any] = {"key_id": key_id, "overlap_s": overlap_s}
-        with self._audited(actor, "key.rotate", record) as conn:
-            name, kid, key = admin.rotate_key(conn, actor, key_id, overlap_s)
+        with self._audited(actor, "key.rotate", record) as tx:
+            name, kid, key = admin.rotate_key(tx.principals, actor, key_id, overlap_s)
             record.update(principal=name, new_key_id=kid)
         return {"key_id": kid, "key": key, "old_key_id": key_id, "overlap_s": overlap_s}
 

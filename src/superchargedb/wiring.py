@@ -39,6 +39,7 @@ from .storage.lock import DataDirLock
 from .storage.protocols_reads import Maintenance
 from .storage.sqlite import audit, unit_words
 from .storage.sqlite.audit_trail import SqliteAuditTrail
+from .storage.sqlite.auth_store import SqliteAuthStore
 from .storage.sqlite.catalog import Catalog
 from .storage.sqlite.counts import SqliteCounts
 from .storage.sqlite.index_sync import IndexSync
@@ -192,6 +193,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         counts=SqliteCounts(catalog, lambda: sync.applied_seq),
         job_views=SqliteJobViews(catalog),
         audit_trail=SqliteAuditTrail(catalog, audit_key, audit_anchor),
+        auth_store=SqliteAuthStore(catalog, audit_key),
         swept=swept,
         versions=f"{emb.model_id};rrf{s.rrf_k};d{s.leg_depth}",
     )

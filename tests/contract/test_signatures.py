@@ -10,10 +10,10 @@ import inspect
 import re
 import typing
 
-from superchargedb.storage import protocols, protocols_reads, protocols_search
+from superchargedb.storage import protocols, protocols_auth, protocols_reads, protocols_search
 
 # Every module of storage Protocols (a new concept's module is added here).
-MODULES = (protocols, protocols_search, protocols_reads)
+MODULES = (protocols, protocols_search, protocols_reads, protocols_auth)
 
 FORBIDDEN = re.compile(r"\b(sqlite3|Connection|Cursor|Row|Any|rowid|sql|SQL)\b|dict\[str, ")
 # The one array type: a float32 vector (its shape parameter is typing.Any in numpy's stubs).
@@ -73,6 +73,11 @@ def test_the_seam_has_the_concepts() -> None:
         "WriteTx",
         "SearchStore",
         "SearchView",
+        "PrincipalReader",
+        "PrincipalWriter",
+        "AuthTx",
+        "SessionStore",
+        "AuthStore",
     } <= names
 
 

@@ -55,13 +55,11 @@ def has_credentials(scope: Scope) -> bool:
 
 
 def _by_session(svc: Service, token: str) -> Principal:
-    p, due = console_sessions.lookup(
-        svc.catalog.reader(), token, svc.settings.console_session_idle_s
-    )
+    sessions = svc.auth_store.sessions
+    p, due = console_sessions.lookup(sessions, token, svc.settings.console_session_idle_s)
     if due:
         try:
-            with svc.catalog.write() as w:
-                console_sessions.touch(w, token)
+            console_sessions.touch(sessions, token)
         except STORAGE_ERRORS:  # a full disk must not refuse reads
             log.warning("console session last-use not recorded", exc_info=True)
     return p

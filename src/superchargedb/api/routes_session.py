@@ -37,8 +37,7 @@ def register_session(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
         request: Request, response: Response, p: Principal = Depends(principal)
     ) -> Any:
         def make() -> str:
-            with svc.catalog.write() as w:
-                return console_sessions.create(w, p, s.console_session_max_s)
+            return console_sessions.create(svc.auth_store.sessions, p, s.console_session_max_s)
 
         token = await run_in_threadpool(make)
         response.headers["Set-Cookie"] = cookie(request, token, s.console_session_max_s)
@@ -57,8 +56,7 @@ def register_session(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
         def drop() -> bool:
             if token is None:
                 return False
-            with svc.catalog.write() as w:
-                return console_sessions.end(w, token, p.id)
+            return console_sessions.end(svc.auth_store.sessions, token, p.id)
 
         ended = await run_in_threadpool(drop)
         response.headers["Set-Cookie"] = cookie(request, "", 0)

@@ -12,8 +12,6 @@ change is audited in its own transaction.
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -27,7 +25,7 @@ from ..errors import (
     SelfLockoutError,
     ValidationError,
 )
-from ..storage.sqlite.filter_sql import scope_sql, visible_sql
+from ..storage.protocols_auth import KeyRecord, PrincipalReader, PrincipalState, PrincipalWriter
 from ..types import TIER_RANK, Principal
 from . import principals as pm
 from .scopes import check_scope, within_any
@@ -152,39 +150,13 @@ def _exceeds(actor: Principal, target: Principal, *, quota: bool) -> list[str]:
     return out
 
 
-def _reads_beyond(conn: sqlite3.Connection, actor: Principal, target: Principal) -> bool:
-    """True when the target can read a Unit the actor cannot, exactly: the target's own Units,
-    and those shared into its groups, tested against the very predicate every read uses.
-
-    The group leg looks only at groups the actor lacks when that is exact (the actor reads and
-    the target's scopes lie within its own: a Unit in a shared group is then readable by both);
-    the owner leg uses the owner index. Both stop at the first Unit found.
-    """
+def _reads_beyond(store: PrincipalReader, actor: Principal, target: Principal) -> bool:
+    """True when the target can read a Unit the actor cannot, exactly: the store tests the
+    target's own Units and those shared into its groups against the very predicate every read
+    uses (D-181). An actor without ``read`` reads nothing."""
     if not target.has("read"):
         return False
-    t_scope, t_params = scope_sql("u.scope", target.scopes)
-    if actor.has("read"):
-        a_sql, a_params = visible_sql("u", actor.scopes, actor.name, actor.groups)
-        unreadable, u_params = f"NOT ({a_sql})", a_params
-    else:
-        unreadable, u_params = "1", []
-    owned = conn.execute(
-        f"SELECT 1 FROM units u WHERE u.acl_owner = ? AND {t_scope} AND {unreadable} LIMIT 1",
-        [target.name, *t_params, *u_params],
-    ).fetchone()
-    if owned is not None:
-        return True
-    within = actor.has("read") and all(within_any(s, actor.scopes) for s in target.scopes)
-    groups = sorted(target.groups - actor.groups if within else target.groups)
-    if not groups:
-        return False
-    marks = ",".join("?" * len(groups))
-    shared = conn.execute(
-        f"SELECT 1 FROM unit_groups g JOIN units u ON u.id = g.unit WHERE g.grp IN ({marks})"
-        f" AND {t_scope} AND {unreadable} LIMIT 1",
-        [*groups, *t_params, *u_params],
-    ).fetchone()
-    return shared is not None
+    return store.reads_beyond(target, actor if actor.has("read") else None)
 
 
 def may_manage(actor: Principal, target: Principal) -> None:
@@ -199,14 +171,14 @@ def may_manage(actor: Principal, target: Principal) -> None:
         )
 
 
-def may_issue_for(conn: sqlite3.Connection, actor: Principal, target: Principal) -> None:
+def may_issue_for(store: PrincipalReader, actor: Principal, target: Principal) -> None:
     """Create or rotate a key of ``target``: a key makes its holder the target, so the target's
     whole power (perms, tier, quota, scopes, groups, and every Unit it can read) must be within
     the actor's own; else 403 ``privilege_escalation``."""
     if actor.is_operator:
         return
     lacks = _exceeds(actor, target, quota=True)
-    if not lacks and _reads_beyond(conn, actor, target):
+    if not lacks and _reads_beyond(store, actor, target):
         lacks = ["units"]
     if lacks:
         raise PrivilegeEscalationError(
@@ -220,7 +192,7 @@ def _tenants(scopes: Iterable[str]) -> set[str]:
 
 
 def check_keeps_admin(
-    conn: sqlite3.Connection,
+    store: PrincipalReader,
     actor: Principal,
     target: Principal,
     *,
@@ -241,13 +213,9 @@ def check_keeps_admin(
     lost = _tenants(target.scopes) - kept
     if not lost:
         return
-    others = conn.execute(
-        "SELECT perms, scopes FROM principals WHERE id != ? AND disabled = 0", (target.id,)
-    ).fetchall()
     covered: set[str] = set()
-    for row in others:
-        if "admin" in json.loads(row["perms"]):
-            covered |= _tenants(json.loads(row["scopes"]))
+    for other in store.enabled_admins(excluding=target.id):
+        covered |= _tenants(other.scopes)
     if lost - covered:
         raise LastAdminError(
             f"{target.name!r} is the last enabled admin of its tenant", tenants=sorted(lost)
@@ -258,15 +226,22 @@ def _now() -> int:
     return int(time.time() * 1000)
 
 
-def get_principal(conn: sqlite3.Connection, actor: Principal, name: str) -> Principal:
+def _visible(store: PrincipalReader, actor: Principal, name: str) -> PrincipalState:
+    state = store.named(name)
+    if state is None or not _manageable(actor, state.principal):
+        raise NotFoundError("principal not found")
+    return state
+
+
+def get_principal(store: PrincipalReader, actor: Principal, name: str) -> Principal:
     """A principal the actor may manage, else 404 (existence is never revealed)."""
-    row = conn.execute("SELECT * FROM principals WHERE name = ?", (name,)).fetchone()
-    if row is None:
-        raise NotFoundError("principal not found")
-    target = pm.row_to_principal(row)
-    if not _manageable(actor, target):
-        raise NotFoundError("principal not found")
-    return target
+    return _visible(store, actor, name).principal
+
+
+def get_state(store: PrincipalReader, actor: Principal, name: str) -> PrincipalState:
+    """The principal and whether it is disabled, as :func:`get_principal` sees it."""
+    require_admin(actor)
+    return _visible(store, actor, name)
 
 
 def principal_dict(p: Principal, disabled: bool = False) -> dict[str, Any]:
@@ -282,18 +257,17 @@ def principal_dict(p: Principal, disabled: bool = False) -> dict[str, Any]:
     }
 
 
-def list_principals(conn: sqlite3.Connection, actor: Principal) -> list[dict[str, Any]]:
+def list_principals(store: PrincipalReader, actor: Principal) -> list[dict[str, Any]]:
     require_admin(actor)
-    out = []
-    for row in conn.execute("SELECT * FROM principals ORDER BY name"):
-        p = pm.row_to_principal(row)
-        if _manageable(actor, p):
-            out.append(principal_dict(p, bool(row["disabled"])))
-    return out
+    return [
+        principal_dict(st.principal, st.disabled)
+        for st in store.every()
+        if _manageable(actor, st.principal)
+    ]
 
 
 def create_principal(
-    conn: sqlite3.Connection, actor: Principal, spec: dict[str, Any]
+    store: PrincipalWriter, actor: Principal, spec: dict[str, Any]
 ) -> tuple[Principal, str, str]:
     """Create a principal and its first key; returns (principal, key_id, key)."""
     require_admin(actor)
@@ -322,7 +296,7 @@ def create_principal(
     quota = spec.get("doc_quota")
     check_grant(actor, perms=perms, tier=tier, scopes=scopes, groups=groups, doc_quota=quota)
     p = pm.create_principal(
-        conn,
+        store,
         name,
         perms=perms,
         tier=tier,
@@ -333,13 +307,13 @@ def create_principal(
     )
     # Its first key is a key like any other: a name that already owns Units (ingested with
     # ``acl_owner`` before the principal existed) must not read what the actor cannot.
-    may_issue_for(conn, actor, p)
-    kid, key = pm.add_key(conn, p.id, expires_at=expires, issued_by=actor.name)
+    may_issue_for(store, actor, p)
+    kid, key = pm.add_key(store, p.id, expires_at=expires, issued_by=actor.name)
     return p, kid, key
 
 
 def update_principal(
-    conn: sqlite3.Connection, actor: Principal, name: str, changes: dict[str, Any]
+    store: PrincipalWriter, actor: Principal, name: str, changes: dict[str, Any]
 ) -> Principal:
     require_admin(actor)
     allowed = {"perms", "tier", "scopes", "active_scope", "groups", "doc_quota", "disabled"}
@@ -349,7 +323,8 @@ def update_principal(
     changes = _fields(changes)
     if "scopes" in changes and not changes["scopes"]:
         raise ValidationError("a principal needs at least one scope", field="scopes")
-    target = get_principal(conn, actor, name)
+    state = _visible(store, actor, name)
+    target = state.principal
     may_manage(actor, target)
     perms = list(changes.get("perms", target.perms))
     tier = changes.get("tier", target.tier)
@@ -369,9 +344,7 @@ def update_principal(
     else:
         active = target.active_scope if within_any(target.active_scope, scopes) else scopes[0]
     perms_l, scopes_l, active = pm.validate_principal_fields(perms, tier, scopes, active)
-    was_disabled = bool(
-        conn.execute("SELECT disabled FROM principals WHERE id = ?", (target.id,)).fetchone()[0]
-    )
+    was_disabled = state.disabled
     disabled = bool(changes.get("disabled", was_disabled))
     after = Principal(
         id=target.id,
@@ -380,106 +353,80 @@ def update_principal(
         tier=tier,
         scopes=tuple(scopes_l),
         active_scope=active,
-        groups=frozenset(groups),
+        groups=frozenset(pm.validate_groups(groups)),
         doc_quota=quota,
     )
     check_keeps_admin(
-        conn, actor, target, was_disabled=was_disabled, after=after, disabled=disabled
+        store, actor, target, was_disabled=was_disabled, after=after, disabled=disabled
     )
-    conn.execute(
-        "UPDATE principals SET perms = ?, tier = ?, scopes = ?, active_scope = ?, groups = ?,"
-        " doc_quota = ?, disabled = ? WHERE id = ?",
-        (
-            json.dumps(perms_l),
-            tier,
-            json.dumps(scopes_l),
-            active,
-            json.dumps(pm.validate_groups(groups)),
-            quota,
-            int(disabled),
-            target.id,
-        ),
-    )
-    return get_principal(conn, OPERATOR, name)
+    store.update(after, disabled)
+    return get_principal(store, OPERATOR, name)
 
 
-def list_keys(conn: sqlite3.Connection, actor: Principal, name: str) -> list[dict[str, Any]]:
+def list_keys(store: PrincipalReader, actor: Principal, name: str) -> list[dict[str, Any]]:
     require_admin(actor)
-    target = get_principal(conn, actor, name)
+    target = get_principal(store, actor, name)
     return [
         {
-            "key_id": r["id"],
-            "prefix": r["prefix"],
-            "created_at": r["created_at"],
-            "expires_at": r["expires_at"],
-            "revoked_at": r["revoked_at"],
-            "last_used_at": r["last_used_at"],
-            "issued_by": r["issued_by"],
+            "key_id": k.key_id,
+            "prefix": k.prefix,
+            "created_at": k.created_at,
+            "expires_at": k.expires_at,
+            "revoked_at": k.revoked_at,
+            "last_used_at": k.last_used_at,
+            "issued_by": k.issued_by,
         }
-        for r in conn.execute(
-            "SELECT * FROM api_keys WHERE principal_id = ? ORDER BY created_at", (target.id,)
-        )
+        for k in store.keys_of(target.id)
     ]
 
 
 def _key_owner(
-    conn: sqlite3.Connection, actor: Principal, key_id: str
-) -> tuple[sqlite3.Row, Principal]:
+    store: PrincipalReader, actor: Principal, key_id: str
+) -> tuple[KeyRecord, Principal]:
     """The key and its principal, when the actor sees that principal; else 404."""
-    row = conn.execute(
-        "SELECT k.*, p.name FROM api_keys k JOIN principals p ON p.id = k.principal_id"
-        " WHERE k.id = ?",
-        (key_id,),
-    ).fetchone()
-    if row is None:
+    k = store.key(key_id)
+    if k is None:
         raise NotFoundError("key not found")
     try:
-        target = get_principal(conn, actor, row["name"])
+        target = get_principal(store, actor, k.principal_name)
     except NotFoundError:
         raise NotFoundError("key not found") from None
-    return row, target
+    return k, target
 
 
 def create_key(
-    conn: sqlite3.Connection, actor: Principal, name: str, expires_at: int | None = None
+    store: PrincipalWriter, actor: Principal, name: str, expires_at: int | None = None
 ) -> tuple[str, str]:
     require_admin(actor)
-    target = get_principal(conn, actor, name)
-    may_issue_for(conn, actor, target)
-    return pm.add_key(conn, target.id, expires_at=expires_at, issued_by=actor.name)
+    target = get_principal(store, actor, name)
+    may_issue_for(store, actor, target)
+    return pm.add_key(store, target.id, expires_at=expires_at, issued_by=actor.name)
 
 
-def revoke_key(conn: sqlite3.Connection, actor: Principal, key_id: str) -> str:
+def revoke_key(store: PrincipalWriter, actor: Principal, key_id: str) -> str:
     require_admin(actor)
-    row, target = _key_owner(conn, actor, key_id)
+    k, target = _key_owner(store, actor, key_id)
     may_manage(actor, target)
-    conn.execute(
-        "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (_now(), key_id)
-    )
-    return str(row["name"])
+    store.revoke_key(key_id, _now())
+    return k.principal_name
 
 
 def rotate_key(
-    conn: sqlite3.Connection, actor: Principal, key_id: str, overlap_s: int = 0
+    store: PrincipalWriter, actor: Principal, key_id: str, overlap_s: int = 0
 ) -> tuple[str, str, str]:
     """A new key for the same principal; the old one keeps working for ``overlap_s`` seconds."""
     require_admin(actor)
     if overlap_s < 0 or overlap_s > 30 * 86400:
         raise ValidationError("overlap_s must be between 0 and 30 days", field="overlap_s")
-    row, target = _key_owner(conn, actor, key_id)
-    may_issue_for(conn, actor, target)
-    if row["revoked_at"] is not None:
+    k, target = _key_owner(store, actor, key_id)
+    may_issue_for(store, actor, target)
+    if k.revoked_at is not None:
         raise ValidationError("cannot rotate a revoked key", field="key_id")
     until = _now() + overlap_s * 1000
     if overlap_s == 0:
-        conn.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", (_now(), key_id))
+        store.revoke_key(key_id, _now())  # not revoked yet: checked above, in this transaction
     else:
-        current = row["expires_at"]
-        conn.execute(
-            "UPDATE api_keys SET expires_at = ? WHERE id = ?",
-            (min(current, until) if current else until, key_id),
-        )
-    kid, key = pm.add_key(
-        conn, row["principal_id"], expires_at=row["expires_at"], issued_by=actor.name
-    )
-    return str(row["name"]), kid, key
+        current = k.expires_at
+        store.set_key_expiry(key_id, min(current, until) if current else until)
+    kid, key = pm.add_key(store, k.principal_id, expires_at=k.expires_at, issued_by=actor.name)
+    return k.principal_name, kid, key

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import secrets
-import sqlite3
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import replace
 
-from ..errors import AuthError, ConflictError, ValidationError
+from ..errors import AuthError, ValidationError
+from ..storage.protocols_auth import PrincipalReader, PrincipalWriter
 from ..types import PERMS, TIERS, Principal
 from .scopes import check_scope, within_any
 
@@ -68,7 +66,7 @@ def validate_groups(groups: Iterable[str]) -> list[str]:
 
 
 def create_principal(
-    conn: sqlite3.Connection,
+    store: PrincipalWriter,
     name: str,
     *,
     perms: Iterable[str],
@@ -78,29 +76,11 @@ def create_principal(
     groups: Iterable[str] = (),
     doc_quota: int | None = None,
 ) -> Principal:
+    """Validate and store a new principal (inside the caller's write); 409 on a taken name."""
     perms_l, scopes_l, active = validate_principal_fields(perms, tier, scopes, active_scope)
     groups_l = validate_groups(groups)
-    pid = "p_" + uuid.uuid4().hex[:16]
-    try:
-        conn.execute(
-            "INSERT INTO principals(id, name, perms, tier, scopes, active_scope, groups,"
-            " doc_quota, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
-            (
-                pid,
-                name,
-                json.dumps(perms_l),
-                tier,
-                json.dumps(scopes_l),
-                active,
-                json.dumps(groups_l),
-                doc_quota,
-                _now_ms(),
-            ),
-        )
-    except sqlite3.IntegrityError:
-        raise ConflictError(f"principal {name!r} already exists") from None
-    return Principal(
-        id=pid,
+    p = Principal(
+        id="p_" + uuid.uuid4().hex[:16],
         name=name,
         perms=frozenset(perms_l),
         tier=tier,
@@ -109,10 +89,12 @@ def create_principal(
         groups=frozenset(groups_l),
         doc_quota=doc_quota,
     )
+    store.insert(p, _now_ms())
+    return p
 
 
 def add_key(
-    conn: sqlite3.Connection,
+    store: PrincipalWriter,
     principal_id: str,
     key: str | None = None,
     expires_at: int | None = None,
@@ -124,35 +106,19 @@ def add_key(
     """
     key = key or new_key()
     kid = "k_" + uuid.uuid4().hex[:16]
-    conn.execute(
-        "INSERT INTO api_keys(id, principal_id, key_hash, prefix, created_at, expires_at,"
-        " issued_by) VALUES (?,?,?,?,?,?,?)",
-        (kid, principal_id, hash_key(key), key[:12], _now_ms(), expires_at, issued_by),
+    store.add_key(
+        kid,
+        principal_id,
+        hash_key(key),
+        key[:12],
+        created_at=_now_ms(),
+        expires_at=expires_at,
+        issued_by=issued_by,
     )
     return kid, key
 
 
-def row_to_principal(row: sqlite3.Row) -> Principal:
-    return Principal(
-        id=row["id"],
-        name=row["name"],
-        perms=frozenset(json.loads(row["perms"])),
-        tier=row["tier"],
-        scopes=tuple(json.loads(row["scopes"])),
-        active_scope=row["active_scope"],
-        groups=frozenset(json.loads(row["groups"])),
-        doc_quota=row["doc_quota"],
-    )
-
-
-_AUTH_SQL = (
-    "SELECT p.*, k.id AS key_id, k.issued_by, k.key_hash, k.expires_at, k.revoked_at"
-    " FROM api_keys k"
-    " JOIN principals p ON p.id = k.principal_id WHERE k.key_hash = ?"
-)
-
-
-def authenticate(conn: sqlite3.Connection, authorization: str | None) -> Principal:
+def authenticate(store: PrincipalReader, authorization: str | None) -> Principal:
     """``Authorization: Bearer <key>`` -> Principal, or 401 (same message for every failure)."""
     if not authorization or not authorization.startswith("Bearer "):
         raise AuthError("missing or malformed Authorization: Bearer <api key>")
@@ -160,12 +126,12 @@ def authenticate(conn: sqlite3.Connection, authorization: str | None) -> Princip
     if not key or len(key) > 256:
         raise AuthError("invalid API key")
     digest = hash_key(key)
-    row = conn.execute(_AUTH_SQL, (digest,)).fetchone()
+    found = store.by_key_hash(digest)
     # The lookup is by hash; the compare is constant-time all the same.
-    if row is None or not hmac.compare_digest(row["key_hash"], digest):
+    if found is None or not hmac.compare_digest(found.key_hash, digest):
         raise AuthError("invalid API key")
-    if row["revoked_at"] is not None or row["disabled"]:
+    if found.revoked_at is not None or found.disabled:
         raise AuthError("invalid API key")
-    if row["expires_at"] is not None and row["expires_at"] <= _now_ms():
+    if found.expires_at is not None and found.expires_at <= _now_ms():
         raise AuthError("invalid API key")
-    return replace(row_to_principal(row), key_id=row["key_id"], key_issuer=row["issued_by"])
+    return found.principal

@@ -53,12 +53,7 @@ def keys_create(
     expires = int((time.time() + expires_days * 86400) * 1000) if expires_days else None
     with _store(data) as st:
         try:
-            exists = (
-                st.catalog.reader()
-                .execute("SELECT 1 FROM principals WHERE name = ?", (principal,))
-                .fetchone()
-            )
-            if exists:
+            if st.auth_store.principals.named(principal) is not None:
                 out = st.admin_create_key(OPERATOR, principal, expires)
             else:
                 spec = {
@@ -68,9 +63,10 @@ def keys_create(
                     "scopes": _split(scopes),
                     "groups": _split(groups),
                     "doc_quota": quota,
-                    "active_scope": active_scope,
                     "expires_at": expires,
                 }
+                if active_scope is not None:  # absent: the first scope (null is a 422)
+                    spec["active_scope"] = active_scope
                 out = st.admin_create_principal(OPERATOR, spec)
         except SCDBError as exc:
             _fail(exc)

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .. import faults
-from ..auth.principals import row_to_principal
 from ..errors import SCDBError
 from ..storage.sqlite import unit_words
 from ..storage.sqlite.jobs import Job, JobQueue, LeaseLost
+from ..storage.sqlite.principals import row_to_principal
 from . import deferred
 from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, derive
 from .engine_settings import options_from

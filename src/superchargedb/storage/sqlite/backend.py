@@ -37,6 +37,7 @@ from ..protocols import (
     UnitRecord,
     Vector,
 )
+from ..protocols_auth import AuthStore
 from ..vectors import VectorStore
 from . import audit as audit_mod
 from . import units as units_sql
@@ -46,7 +47,9 @@ from .index_sync import IndexSync
 from .jobs import Job, LeaseLost
 from .jobs import JobQueue as SqlJobQueue
 from .objects import FileBlobStore
+from .principals import SqlitePrincipals
 from .search_store import ExactScan, SqliteSearchStore
+from .sessions import SqliteSessions
 from .sparse import SparseIndex
 
 
@@ -99,6 +102,10 @@ class _Tx:
     @property
     def kv(self) -> _Tx:
         return self
+
+    @property
+    def principals(self) -> SqlitePrincipals:  # AuthTx (protocols_auth.py)
+        return SqlitePrincipals(self.conn)
 
     # UnitWriter
     def insert(self, unit: UnitRecord, vector: Vector) -> None:
@@ -270,6 +277,14 @@ class SqliteBackend:
     @property
     def kv(self) -> _KV:
         return _KV(self.catalog)
+
+    @property
+    def principals(self) -> SqlitePrincipals:  # AuthStore (protocols_auth.py)
+        return SqlitePrincipals(self.catalog.reader())
+
+    @property
+    def sessions(self) -> SqliteSessions:
+        return SqliteSessions(self.catalog)
 
     @contextmanager
     def write(self) -> Iterator[_Tx]:
@@ -499,3 +514,4 @@ class _Jobs:
 
 if TYPE_CHECKING:  # mypy checks the embedded backend against the seam
     _backend: type[Backend] = SqliteBackend
+    _auth: type[AuthStore] = SqliteBackend
