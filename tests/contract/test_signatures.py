@@ -1,5 +1,5 @@
 """Nothing backend-shaped crosses the storage seam: every method of every Protocol in
-``storage/protocols.py`` takes and returns plain domain types (no SQL text or connection, no
+``storage/protocols*.py`` takes and returns plain domain types (no SQL text or connection, no
 cursor or row, no rowid, no ``Any``/``dict[str, Any]``), and every record is a frozen
 dataclass of such types."""
 
@@ -10,27 +10,36 @@ import inspect
 import re
 import typing
 
-from superchargedb.storage import protocols
+from superchargedb.storage import protocols, protocols_writes
+
+# Every module of storage Protocols (a new concept's module is added here).
+MODULES = (protocols, protocols_writes)
 
 FORBIDDEN = re.compile(r"\b(sqlite3|Connection|Cursor|Row|Any|rowid|sql|SQL)\b|dict\[str, ")
 # The one array type: a float32 vector (its shape parameter is typing.Any in numpy's stubs).
 VECTOR = str(protocols.Vector)
 
 
-def _protocols() -> list[type]:
+def _classes() -> list[type]:
     return [
         obj
-        for _, obj in inspect.getmembers(protocols, inspect.isclass)
-        if obj.__module__ == protocols.__name__ and getattr(obj, "_is_protocol", False)
+        for mod in MODULES
+        for _, obj in inspect.getmembers(mod, inspect.isclass)
+        if obj.__module__ == mod.__name__
     ]
+
+
+def _protocols() -> list[type]:
+    return [c for c in _classes() if getattr(c, "_is_protocol", False)]
 
 
 def _records() -> list[type]:
-    return [
-        obj
-        for _, obj in inspect.getmembers(protocols, inspect.isclass)
-        if obj.__module__ == protocols.__name__ and dataclasses.is_dataclass(obj)
-    ]
+    return [c for c in _classes() if dataclasses.is_dataclass(c)]
+
+
+def _ns(cls: type) -> dict[str, object]:
+    """Names as the class's module sees them (inherited members: as their own module does)."""
+    return {k: v for mod in (*MODULES, inspect.getmodule(cls)) for k, v in vars(mod).items()}
 
 
 def _bad(text: str) -> list[str]:
@@ -54,6 +63,9 @@ def test_the_seam_has_the_concepts() -> None:
         "KV",
         "KVWriter",
         "WriteTx",
+        "DocWriter",
+        "QuotaLedger",
+        "WriteStore",
     } <= names
 
 
@@ -66,7 +78,7 @@ def test_protocol_signatures_are_plain() -> None:
             target = fn.fget if isinstance(fn, property) else fn
             if not callable(target):
                 continue
-            hints = typing.get_type_hints(target, vars(protocols))
+            hints = typing.get_type_hints(target, _ns(proto))
             for arg, hint in hints.items():
                 text = str(hint)
                 assert not _bad(text), f"{proto.__name__}.{name}({arg}: {text})"
@@ -83,7 +95,7 @@ def test_records_are_frozen_and_plain() -> None:
     for rec in records:
         assert rec.__dataclass_params__.frozen, rec.__name__  # type: ignore[attr-defined]
         for f in dataclasses.fields(rec):
-            text = str(typing.get_type_hints(rec, vars(protocols))[f.name])
+            text = str(typing.get_type_hints(rec, _ns(rec))[f.name])
             assert not _bad(text), f"{rec.__name__}.{f.name}: {text}"
             assert f.name.lower() not in ("rowid", "id", "key"), f"{rec.__name__}.{f.name}"
 
