@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .search.rerank import Reranker
     from .settings import Settings
     from .storage.lock import DataDirLock
+    from .storage.protocols_writes import WriteStore
     from .storage.sqlite.catalog import Catalog
     from .storage.sqlite.index_sync import IndexSync
     from .storage.sqlite.jobs import JobQueue
@@ -51,6 +52,7 @@ class Components:
     answerer: Answerer
     blobs: FileBlobStore
     jobs: JobQueue
+    writes: WriteStore  # the one write transaction (ingest, jobs, deletes, the meter)
     meter: Meter
     metrics: Metrics
     ingestor: Ingestor | None = None  # set by the wiring once the object gate exists

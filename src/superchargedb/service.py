@@ -65,6 +65,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.answerer = parts.answerer
         self.blobs = parts.blobs
         self.jobs = parts.jobs
+        self.writes = parts.writes
         self.meter = parts.meter
         self.metrics = parts.metrics
         self.swept = parts.swept

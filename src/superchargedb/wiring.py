@@ -43,6 +43,7 @@ from .storage.sqlite.jobs import JobQueue
 from .storage.sqlite.objects import FileBlobStore, sweep_orphans
 from .storage.sqlite.reindex import stale_count
 from .storage.sqlite.sparse import SparseIndex
+from .storage.sqlite.writes import SqliteWriteStore
 from .storage.vectors import VectorStore
 from .worker import WorkerContext
 
@@ -157,6 +158,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         log.exception("object store sweep failed")
         swept = None
     jobs.release_dead_leases(own_data_dir=True)
+    writes = SqliteWriteStore(catalog, jobs, audit_key, emb.model_id, lambda: sync.applied_seq)
     return Components(
         settings=s,
         lock=lock,
@@ -173,7 +175,8 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         answerer=answerer,
         blobs=blobs,
         jobs=jobs,
-        meter=Meter(catalog),
+        writes=writes,
+        meter=Meter(writes),
         metrics=Metrics(),
         swept=swept,
         versions=f"{emb.model_id};rrf{s.rrf_k};d{s.leg_depth}",
@@ -188,11 +191,9 @@ def open_service(settings: Settings, embedder: Embedder | None = None) -> Servic
     parts.ingestor = svc.ingestor = Ingestor(
         IngestDeps(
             settings=parts.settings,
-            catalog=parts.catalog,
+            store=parts.writes,
             embedder=parts.embedder,
             blobs=parts.blobs,
-            jobs=parts.jobs,
-            audit_key=parts.audit_key,
             objects=svc,
             apply=parts.sync.apply_pending,
             wake=bg.wake.set,
@@ -215,10 +216,8 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
     jobs.release_dead_leases(own_data_dir=False)
     deps = IngestDeps(
         settings=s,
-        catalog=catalog,
+        store=SqliteWriteStore(catalog, jobs, audit.load_key(s.audit_key_file), emb.model_id),
         embedder=emb,
         blobs=FileBlobStore(data / "objects"),
-        jobs=jobs,
-        audit_key=audit.load_key(s.audit_key_file),
     )
-    return WorkerContext(deps, Ingestor(deps))
+    return WorkerContext(deps, Ingestor(deps), catalog.close)
