@@ -74,7 +74,6 @@ SQL_DEBT = {
     "demo/__init__.py",
     "demo/media.py",
     "documents.py",
-    "ingest/bulk_import.py",
     "jobs_view.py",
     "objects_service.py",
     "operator.py",

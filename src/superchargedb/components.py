@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .search.rerank import Reranker
     from .settings import Settings
     from .storage.lock import DataDirLock
-    from .storage.protocols_writes import WriteStore
+    from .storage.protocols_writes import BulkLoad, WriteStore
     from .storage.sqlite.catalog import Catalog
     from .storage.sqlite.index_sync import IndexSync
     from .storage.sqlite.jobs import JobQueue
@@ -53,6 +53,7 @@ class Components:
     blobs: FileBlobStore
     jobs: JobQueue
     writes: WriteStore  # the one write transaction (ingest, jobs, deletes, the meter)
+    bulk: BulkLoad  # the index side of a bulk import
     meter: Meter
     metrics: Metrics
     ingestor: Ingestor | None = None  # set by the wiring once the object gate exists

@@ -66,6 +66,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.blobs = parts.blobs
         self.jobs = parts.jobs
         self.writes = parts.writes
+        self.bulk = parts.bulk
         self.meter = parts.meter
         self.metrics = parts.metrics
         self.swept = parts.swept

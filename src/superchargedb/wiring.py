@@ -37,6 +37,7 @@ from .service import Service
 from .settings import Settings
 from .storage.lock import DataDirLock
 from .storage.sqlite import audit, unit_words
+from .storage.sqlite.bulk_load import SqliteBulkLoad
 from .storage.sqlite.catalog import Catalog
 from .storage.sqlite.index_sync import IndexSync
 from .storage.sqlite.jobs import JobQueue
@@ -176,6 +177,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         blobs=blobs,
         jobs=jobs,
         writes=writes,
+        bulk=SqliteBulkLoad(catalog, sync),
         meter=Meter(writes),
         metrics=Metrics(),
         swept=swept,

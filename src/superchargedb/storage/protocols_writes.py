@@ -11,6 +11,8 @@ plain domain types:
   guards are one transaction (D-18); ``UsageWriter`` adds the request meter's counts;
 - ``WordWriter``: a derived Unit's word table (``Word``: char span, time, page box);
 - ``Principals``: a principal by name (a job runs as the principal that queued it);
+- ``BulkLoad``: what a bulk import drives beside the write (the writer tuned for large batches,
+  the index apply pipelined with the next batch, one checkpoint at the end);
 - ``WriteStore``: what a writer is given: ``write()`` (a ``StoreTx``: ``WriteTx`` plus the two
   above), ``ordered()`` (held across a write and the index apply after it), and the readers.
 
@@ -177,3 +179,24 @@ class WriteStore(Protocol):
 
     @property
     def jobs(self) -> JobQueue: ...
+
+
+class BulkLoad(Protocol):
+    """The index side of a bulk import, driven under :meth:`WriteStore.ordered` after each
+    batch's commit (D-64): the vector add of one batch runs while the next is written."""
+
+    def tuned(self, cache_mb: int) -> AbstractContextManager[None]:
+        """The writer set up for large batches while the import runs (restored after)."""
+        ...
+
+    def apply_behind(self) -> None:
+        """Apply the committed batch; its vector add may finish in the background."""
+        ...
+
+    def wait_behind(self) -> None:
+        """Wait for a background vector add (re-raising its error)."""
+        ...
+
+    def checkpoint(self) -> None:
+        """Persist the derived indexes (after :meth:`wait_behind`)."""
+        ...
