@@ -29,7 +29,6 @@ from .errors import (
 )
 from .metering import object_usage
 from .storage.sqlite import audit
-from .storage.sqlite import units as units_sql
 from .storage.sqlite.filter_sql import scope_sql, visible_sql
 from .storage.sqlite.objects import FileBlobStore, check_key
 from .storage.sqlite.units import now_ms
@@ -250,7 +249,7 @@ class ObjectsMixin:
             check_key(key)
         except ValidationError:
             raise NotFoundError("object not found") from None
-        with self.catalog.write_lock():
+        with self.writes.ordered():
             row = self._own_object(self.catalog.reader(), principal, key)
             if row is None or not within_any(row["scope"], principal.scopes):
                 raise NotFoundError("object not found")
@@ -262,23 +261,19 @@ class ObjectsMixin:
                     " object: delete them first or send ?cascade=true",
                     doc_ids=doc_ids,
                 )
-            with self.catalog.write() as conn:
-                gone = units_sql.delete_rows(conn, [int(r["id"]) for r in refs])
+            with self.writes.write() as tx:
+                gone = tx.units.delete([str(r["unit_id"]) for r in refs])
                 if gone:
-                    units_sql.bump_generations(conn, {r["scope"] for r in gone})
-                conn.execute(
-                    "DELETE FROM objects WHERE key = ? AND acl_owner = ?", (key, principal.name)
-                )
-                audit.append(
-                    conn,
-                    self.audit_key,
+                    tx.units.bump_generations({u.scope for u in gone})
+                tx.object_rows.remove(key, principal.name)
+                tx.audit.append(
                     principal,
                     "object.delete",
                     {
                         "key": key,
                         "sha256": row["sha256"],
                         "cascade": cascade,
-                        "removed": [r["unit_id"] for r in gone],
+                        "removed": [u.unit_id for u in gone],
                     },
                 )
             with self.catalog.locked() as wconn:
@@ -289,8 +284,8 @@ class ObjectsMixin:
             "deleted": key,
             "sha256": row["sha256"],
             "units_deleted": len(gone),
-            "unit_ids": [r["unit_id"] for r in gone],
-            "doc_ids": sorted({str(r["doc_id"]) for r in gone}),
+            "unit_ids": [u.unit_id for u in gone],
+            "doc_ids": sorted({u.doc_id for u in gone}),
             "blob_collected": collected,
         }
 

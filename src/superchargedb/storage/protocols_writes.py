@@ -10,6 +10,7 @@ plain domain types:
   media time, what queued jobs reserved), read inside the write so a check and the write it
   guards are one transaction (D-18); ``UsageWriter`` adds the request meter's counts;
 - ``WordWriter``: a derived Unit's word table (``Word``: char span, time, page box);
+- ``ObjectRowWriter``: an object's catalog entry removed in the delete that cascades to its Units;
 - ``Principals``: a principal by name (a job runs as the principal that queued it);
 - ``BulkLoad``: what a bulk import drives beside the write (the writer tuned for large batches,
   the index apply pipelined with the next batch, one checkpoint at the end);
@@ -137,6 +138,12 @@ class WordWriter(Protocol):
         ...
 
 
+class ObjectRowWriter(Protocol):
+    def remove(self, key: str, owner: str) -> None:
+        """Forget ``owner``'s object at ``key`` (its blob is collected once nothing cites it)."""
+        ...
+
+
 class Principals(Protocol):
     def named(self, name: str) -> Principal | None: ...
 
@@ -155,6 +162,9 @@ class StoreTx(WriteTx, Protocol):
 
     @property
     def words(self) -> WordWriter: ...
+
+    @property
+    def object_rows(self) -> ObjectRowWriter: ...
 
 
 class WriteStore(Protocol):

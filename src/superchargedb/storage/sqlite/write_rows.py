@@ -1,6 +1,6 @@
 """SQL the write rules read and the rows beside the Units they write: documents, quota,
-usage, principals by name (``DocWriter``, ``QuotaLedger``, ``UsageWriter``, ``Principals`` in
-``protocols_writes.py``).
+usage, word tables, object entries, principals by name (``DocWriter``, ``QuotaLedger``,
+``UsageWriter``, ``WordWriter``, ``ObjectRowWriter``, ``Principals`` in ``protocols_writes.py``).
 
 Each class runs on a connection it is handed: the caller's open write transaction (inside
 ``write()``, so a check and the write it guards are one transaction, D-18) or the thread's read
@@ -207,6 +207,14 @@ class SqlWords:
             for w in words
         ]
         unit_words.put(self.conn, int(row[0]), table)
+
+
+class SqlObjectRows:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def remove(self, key: str, owner: str) -> None:
+        self.conn.execute("DELETE FROM objects WHERE key = ? AND acl_owner = ?", (key, owner))
 
 
 class SqlPrincipals:

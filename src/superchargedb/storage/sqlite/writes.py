@@ -29,7 +29,15 @@ from .bulk import insert_units
 from .catalog import Catalog
 from .jobs import Job, LeaseLost
 from .jobs import JobQueue as SqlJobQueue
-from .write_rows import SqlDocs, SqlPrincipals, SqlQuota, SqlUsage, SqlWords, unit_record
+from .write_rows import (
+    SqlDocs,
+    SqlObjectRows,
+    SqlPrincipals,
+    SqlQuota,
+    SqlUsage,
+    SqlWords,
+    unit_record,
+)
 
 
 def _lease(job: Job) -> Lease:
@@ -115,6 +123,10 @@ class _Tx:
     def words(self) -> SqlWords:
         return SqlWords(self.conn)
 
+    @property
+    def object_rows(self) -> SqlObjectRows:
+        return SqlObjectRows(self.conn)
+
     # UnitWriter
     def insert(self, unit: UnitRecord, vector: Vector) -> None:
         self.store._insert(self.conn, unit, vector)
@@ -151,16 +163,13 @@ class _Tx:
         return len(ids)
 
     def delete(self, unit_ids: Sequence[str]) -> list[UnitRecord]:
-        rows = [self.store._row(self.conn, u) for u in unit_ids]
-        keep = [r for r in rows if r is not None]
+        keep = self.store._rows(self.conn, unit_ids)
         units_sql.delete_rows(self.conn, [int(r["id"]) for r in keep])
         return [unit_record(r) for r in keep]
 
     def set_groups(self, unit_ids: Sequence[str], groups: Sequence[str]) -> None:
-        rows = [self.store._row(self.conn, u) for u in unit_ids]
-        units_sql.update_acl(
-            self.conn, [int(r["id"]) for r in rows if r is not None], sorted(set(groups))
-        )
+        rows = self.store._rows(self.conn, unit_ids)
+        units_sql.update_acl(self.conn, [int(r["id"]) for r in rows], sorted(set(groups)))
 
     def bump_generations(self, scopes: Iterable[str]) -> None:
         units_sql.bump_generations(self.conn, scopes)
@@ -303,13 +312,18 @@ class SqliteWriteStore:
     ) -> str:
         return audit_mod.append(conn, self.audit_key, actor, action, record)
 
-    def _row(self, conn: sqlite3.Connection, unit_id: str) -> sqlite3.Row | None:
-        return cast(
-            "sqlite3.Row | None",
-            conn.execute(
-                f"SELECT {units_sql.UNIT_COLUMNS} FROM units WHERE unit_id = ?", (unit_id,)
-            ).fetchone(),
-        )
+    def _rows(self, conn: sqlite3.Connection, unit_ids: Sequence[str]) -> list[sqlite3.Row]:
+        """The stored rows of ``unit_ids`` in their order (unknown ids left out), 500 a query."""
+        found: dict[str, sqlite3.Row] = {}
+        ids = list(dict.fromkeys(unit_ids))
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            for r in conn.execute(
+                f"SELECT {units_sql.UNIT_COLUMNS} FROM units WHERE unit_id IN ({marks})", part
+            ):
+                found[r["unit_id"]] = r
+        return [found[u] for u in ids if u in found]
 
 
 class _Jobs:
