@@ -236,6 +236,34 @@ def check_import_batch_is_one_write(kind: Factory, tmp: Path) -> None:
         b.close()
 
 
+def check_bulk_load_pipelines_the_apply(kind: Factory, tmp: Path) -> None:
+    """Batches applied with their vector add behind the next write are all in the indexes
+    after the wait, and after a checkpoint and a crash they are still there."""
+    k = kind()
+    b = k.open(tmp / "store")
+    units = [dataclasses.replace(unit(n, s, o, g), created_by="importer") for n, s, o, g in WORLD]
+    vecs = np.stack([vector(i) for i in range(len(units))])
+    half = len(units) // 2
+    with b.bulk.tuned(64):
+        for part, v in ((units[:half], vecs[:half]), (units[half:], vecs[half:])):
+            with b.ordered():
+                with b.write() as tx:
+                    tx.units.import_batch(part, v, "importer")
+                b.bulk.wait_behind()
+                b.bulk.apply_behind()
+        with b.ordered():
+            b.bulk.wait_behind()
+            assert b.vectors.count("text") == len(units)
+            assert b.outbox.applied() >= b.outbox.head()
+            b.bulk.checkpoint()
+    k.crash(b)
+    b = k.open(tmp / "store")
+    try:
+        assert b.vectors.count("text") == len(units)
+    finally:
+        b.close()
+
+
 CHECKS = {
     f.__name__: f
     for f in (
@@ -245,5 +273,6 @@ CHECKS = {
         check_media_use_and_reservations,
         check_jobs_found_by_dedupe_key,
         check_import_batch_is_one_write,
+        check_bulk_load_pipelines_the_apply,
     )
 }

@@ -23,6 +23,7 @@ from ..protocols import AuditReport, Backend, BlobInfo, Scored, UnitRecord, Vect
 from ..vectors import VectorStore
 from . import audit as audit_mod
 from . import units as units_sql
+from .bulk_load import SqliteBulkLoad
 from .catalog import Catalog
 from .filter_sql import where_sql
 from .index_sync import IndexSync
@@ -124,6 +125,10 @@ class SqliteBackend(SqliteWriteStore):
     @property
     def kv(self) -> _KV:
         return _KV(self.catalog)
+
+    @property
+    def bulk(self) -> SqliteBulkLoad:
+        return SqliteBulkLoad(self.catalog, self.sync)
 
     def close(self) -> None:
         try:
