@@ -139,7 +139,7 @@ def test_every_job_run_heartbeats_by_construction(
 
             monkeypatch.setattr(svc.jobs, "heartbeat", heartbeat)
             monkeypatch.setattr(faults, "POINTS", set())
-            runner = JobRunner(svc.ingestor, svc.jobs, MediaLimits(timeout_s=60))
+            runner = JobRunner(svc.ingestor, svc.writes.jobs, MediaLimits(timeout_s=60))
             assert runner.run_once()
             assert seen == [(threading.current_thread().name, 1)]  # inline, not the timer
             assert "jobs.heartbeat.after_update" in faults.POINTS

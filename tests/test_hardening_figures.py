@@ -139,7 +139,7 @@ def test_a_job_records_the_key_that_queued_it(srv, svc):
     from superchargedb.ingest.derive import MediaLimits
     from superchargedb.ingest.jobs_runner import JobRunner
 
-    assert JobRunner(svc.ingestor, svc.jobs, MediaLimits()).run_once()
+    assert JobRunner(svc.ingestor, svc.writes.jobs, MediaLimits()).run_once()
     conn = svc.catalog.reader()
     (kid,) = conn.execute(
         "SELECT id FROM api_keys WHERE key_hash = ?", (hash_key("aegis_sk_test_ga"),)

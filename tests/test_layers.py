@@ -64,11 +64,6 @@ def test_contracts_have_teeth(tmp_path: Path) -> None:
 SQL_DEBT = {
     "components.py",
     "documents.py",
-    "ingest/bulk_import.py",
-    "ingest/deferred.py",
-    "ingest/jobs_runner.py",
-    "ingest/pipeline.py",
-    "metering.py",
     "objects_service.py",
     "service.py",
     "wiring.py",

@@ -51,7 +51,7 @@ class Background:
     def _work_loop(self) -> None:
         p = self.parts
         assert p.ingestor is not None
-        runner = JobRunner(p.ingestor, p.jobs, media_limits(p.settings))
+        runner = JobRunner(p.ingestor, p.writes.jobs, media_limits(p.settings))
         while not self._stop.is_set():
             try:
                 while not self._stop.is_set() and runner.run_once():

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .storage.lock import DataDirLock
     from .storage.protocols_auth import AuthStore
     from .storage.protocols_reads import AuditTrail, CatalogCounts, JobListing
+    from .storage.protocols_writes import BulkLoad, WriteStore
     from .storage.sqlite.catalog import Catalog
     from .storage.sqlite.index_sync import IndexSync
     from .storage.sqlite.jobs import JobQueue
@@ -53,6 +54,8 @@ class Components:
     answerer: Answerer
     blobs: FileBlobStore
     jobs: JobQueue
+    writes: WriteStore  # the one write transaction (ingest, jobs, deletes, the meter)
+    bulk: BulkLoad  # the index side of a bulk import
     meter: Meter
     metrics: Metrics
     counts: CatalogCounts

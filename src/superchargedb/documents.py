@@ -15,13 +15,13 @@ import orjson
 from . import faults
 from .auth import acl
 from .errors import ForbiddenError, GroupForbiddenError, NotFoundError, ValidationError
-from .storage.sqlite import audit
 from .storage.sqlite import units as units_sql
-from .storage.sqlite.filter_sql import scope_sql, visible_sql
+from .storage.sqlite.filter_sql import visible_sql
 from .types import PLANES, Locator, Principal
 
 if TYPE_CHECKING:
     from .ingest.pipeline import Ingestor
+    from .storage.protocols_writes import WriteStore
     from .storage.sqlite.catalog import Catalog
     from .storage.sqlite.index_sync import IndexSync
 
@@ -76,6 +76,7 @@ class DocumentsMixin:
     sync: IndexSync
     ingestor: Ingestor
     audit_key: bytes
+    writes: WriteStore
 
     def request_scope(
         self, principal: Principal, header: str | None, query: str | None
@@ -217,40 +218,33 @@ class DocumentsMixin:
             raise ValidationError("acl_groups must be a list of up to 64 strings")
         groups = sorted(set(groups))
         scopes = self.request_scope(principal, header_scope, query_scope)
-        s_sql, s_params = scope_sql("u.scope", scopes)
-        with self.catalog.write_lock(), self.catalog.write() as conn:
+        with self.writes.write() as tx:
             rows = [
-                r
-                for r in conn.execute(
-                    f"SELECT u.id, u.unit_id, u.scope, u.acl_owner, u.acl_groups FROM units u"
-                    f" WHERE u.doc_id = ? AND {s_sql}",
-                    (doc_id, *s_params),
-                )
-                if acl.may_destroy(principal, r)
+                u
+                for u in tx.docs.in_scopes(scopes, doc_id=doc_id)
+                if acl.may_destroy(principal, u.acl_view())
             ]
             if not rows:
                 raise NotFoundError("document not found")
             # Only the owner (or an admin) re-permissions a document.
-            mine = [r for r in rows if r["acl_owner"] == principal.name or principal.has("admin")]
+            mine = [u for u in rows if u.acl_owner == principal.name or principal.has("admin")]
             if not mine:
                 raise ForbiddenError("only the document's owner or an admin may change its ACL")
-            old = set().union(*(acl.unit_groups(r) for r in mine))
+            old = set().union(*(set(u.acl_groups) for u in mine))
             if not acl.may_add_groups(principal, old, groups):
                 raise GroupForbiddenError(
                     "you may add only groups you belong to", groups=sorted(set(groups) - old)
                 )
-            units_sql.update_acl(conn, [int(r["id"]) for r in mine], groups)
+            tx.units.set_groups([u.unit_id for u in mine], groups)
             faults.point("acl.after_update")
-            units_sql.bump_generations(conn, {r["scope"] for r in mine})
-            audit.append(
-                conn,
-                self.audit_key,
+            tx.units.bump_generations({u.scope for u in mine})
+            tx.audit.append(
                 principal,
                 "doc.acl",
-                {"doc_id": doc_id, "units": [r["unit_id"] for r in mine], "acl_groups": groups},
+                {"doc_id": doc_id, "units": [u.unit_id for u in mine], "acl_groups": groups},
             )
         faults.point("acl.after_commit")
-        with self.catalog.write_lock():  # the derived indexes see the new ACL before the reply
+        with self.writes.ordered():  # the derived indexes see the new ACL before the reply
             self.sync.apply_pending()
         return {"doc_id": doc_id, "updated": len(mine), "acl_groups": groups}
 

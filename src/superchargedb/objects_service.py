@@ -27,9 +27,8 @@ from .errors import (
     ScopeForbiddenError,
     ValidationError,
 )
-from .metering import media_reserved, object_usage
+from .metering import object_usage
 from .storage.sqlite import audit
-from .storage.sqlite import units as units_sql
 from .storage.sqlite.filter_sql import scope_sql, visible_sql
 from .storage.sqlite.objects import FileBlobStore, check_key
 from .storage.sqlite.units import now_ms
@@ -38,6 +37,7 @@ from .types import Principal
 
 if TYPE_CHECKING:
     from .settings import Settings
+    from .storage.protocols_writes import QuotaLedger, WriteStore
     from .storage.sqlite.catalog import Catalog
 
 _CT = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*")
@@ -49,6 +49,7 @@ class ObjectsMixin:
     blobs: FileBlobStore
     audit_key: bytes
     sync: Any
+    writes: WriteStore
 
     def object_put_cap(self, principal: Principal, key: str) -> tuple[int, int] | None:
         """``(cap, bytes held)`` for a PUT at ``key`` (None: the tier has no cap).
@@ -248,7 +249,7 @@ class ObjectsMixin:
             check_key(key)
         except ValidationError:
             raise NotFoundError("object not found") from None
-        with self.catalog.write_lock():
+        with self.writes.ordered():
             row = self._own_object(self.catalog.reader(), principal, key)
             if row is None or not within_any(row["scope"], principal.scopes):
                 raise NotFoundError("object not found")
@@ -260,23 +261,19 @@ class ObjectsMixin:
                     " object: delete them first or send ?cascade=true",
                     doc_ids=doc_ids,
                 )
-            with self.catalog.write() as conn:
-                gone = units_sql.delete_rows(conn, [int(r["id"]) for r in refs])
+            with self.writes.write() as tx:
+                gone = tx.units.delete([str(r["unit_id"]) for r in refs])
                 if gone:
-                    units_sql.bump_generations(conn, {r["scope"] for r in gone})
-                conn.execute(
-                    "DELETE FROM objects WHERE key = ? AND acl_owner = ?", (key, principal.name)
-                )
-                audit.append(
-                    conn,
-                    self.audit_key,
+                    tx.units.bump_generations({u.scope for u in gone})
+                tx.object_rows.remove(key, principal.name)
+                tx.audit.append(
                     principal,
                     "object.delete",
                     {
                         "key": key,
                         "sha256": row["sha256"],
                         "cascade": cascade,
-                        "removed": [r["unit_id"] for r in gone],
+                        "removed": [u.unit_id for u in gone],
                     },
                 )
             with self.catalog.locked() as wconn:
@@ -287,8 +284,8 @@ class ObjectsMixin:
             "deleted": key,
             "sha256": row["sha256"],
             "units_deleted": len(gone),
-            "unit_ids": [r["unit_id"] for r in gone],
-            "doc_ids": sorted({str(r["doc_id"]) for r in gone}),
+            "unit_ids": [u.unit_id for u in gone],
+            "doc_ids": sorted({u.doc_id for u in gone}),
             "blob_collected": collected,
         }
 
@@ -328,7 +325,7 @@ class ObjectsMixin:
 
     def object_usage(self, principal: Principal) -> dict[str, Any]:
         """The caller's stored objects, pages and media minutes against its tier's caps."""
-        used = object_usage(self.catalog.reader(), principal.name)
+        used = object_usage(self.writes.quota, principal.name)
         caps = tier_caps(self.settings, principal.tier)
         return {
             "objects": {"count": used["objects"], "bytes": used["object_bytes"]},
@@ -342,14 +339,16 @@ class ObjectsMixin:
         caps = tier_caps(self.settings, principal.tier)
         return caps.media_pages, caps.media_minutes
 
-    def check_media_reserve(self, conn: Any, principal: Principal, pages: int, ms: int) -> None:
+    def check_media_reserve(
+        self, ledger: QuotaLedger, principal: Principal, pages: int, ms: int
+    ) -> None:
         """Inside the ingest's write transaction, before a media job is queued: 402 when what
         the caller's Units hold, plus what its queued and running jobs have reserved, plus this
         job would pass a cap. Counted in the transaction, so concurrent ingests cannot both
         take the last pages."""
         pages_cap, minutes_cap = self.media_caps(principal)
-        used = object_usage(conn, principal.name)
-        held_pages, held_ms = media_reserved(conn, principal.name)
+        used = object_usage(ledger, principal.name)
+        held_pages, held_ms = ledger.media_reserved(principal.name)
         if pages and pages_cap is not None and used["media_pages"] + held_pages + pages > pages_cap:
             raise QuotaExceededError(
                 f"this document's {pages} pages would pass your {principal.tier} tier's"
@@ -374,7 +373,7 @@ class ObjectsMixin:
         caps = tier_caps(self.settings, principal.tier)
         if not planes or (caps.media_pages is None and caps.media_minutes is None):
             return
-        used = object_usage(self.catalog.reader(), principal.name)
+        used = object_usage(self.writes.quota, principal.name)
         pages, minutes = caps.media_pages, caps.media_minutes
         if "doc_visual" in planes and pages is not None and used["media_pages"] >= pages:
             raise QuotaExceededError(

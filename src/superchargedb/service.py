@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError as PydanticValidationError
 
@@ -35,11 +35,14 @@ from .preview import PreviewSource
 from .readfilter import ReadFilter
 from .schemas import AegisQuery
 from .search.cache import cache_key
-from .storage.sqlite import audit, unit_words
+from .storage.sqlite import unit_words
 from .storage.sqlite import units as units_sql
-from .storage.sqlite.filter_sql import scope_sql, visible_sql
+from .storage.sqlite.filter_sql import visible_sql
 from .tenancy import TenancyMixin
 from .types import PLANES, TIER_PLANES, Locator, Principal, Trace
+
+if TYPE_CHECKING:
+    from .storage.protocols_writes import StoreTx
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,8 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.answerer = parts.answerer
         self.blobs = parts.blobs
         self.jobs = parts.jobs
+        self.writes = parts.writes
+        self.bulk = parts.bulk
         self.meter = parts.meter
         self.metrics = parts.metrics
         self.counts = parts.counts
@@ -365,29 +370,19 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
     def delete_unit(self, principal: Principal, unit_id: str) -> dict[str, Any]:
         if not principal.has("write"):
             raise ForbiddenError("the write permission is required to delete")
-        with self.catalog.write_lock():
-            s_sql, s_params = scope_sql("u.scope", principal.scopes)
-            conn = self.catalog.reader()
-            row = conn.execute(
-                f"SELECT u.scope, u.doc_id, u.acl_owner, u.acl_groups, u.content_hash FROM units u"
-                f" WHERE u.unit_id = ? AND u.seq <= ? AND {s_sql}",
-                (unit_id, self.sync.applied_seq, *s_params),
-            ).fetchone()
-            # What the caller may not destroy answers exactly as an id that does not exist.
-            if row is None or not acl.may_destroy(principal, row):
-                raise NotFoundError("unit not found")
-            # Chunks of one submitted Unit live and die together.
-            siblings = [
-                int(r["id"])
-                for r in conn.execute(
-                    "SELECT id, scope, acl_owner, acl_groups FROM units WHERE scope = ?"
-                    " AND doc_id = ? AND acl_owner = ? AND content_hash = ?",
-                    (row["scope"], row["doc_id"], row["acl_owner"], row["content_hash"]),
-                )
-                if acl.may_destroy(principal, r)
-            ]
-            gone = self._delete(principal, siblings, "delete_unit")
-        return {"deleted": len(gone), "unit_ids": [r["unit_id"] for r in gone]}
+        with self.writes.ordered():
+            with self.writes.write() as tx:
+                hit = tx.docs.in_scopes(principal.scopes, unit_id=unit_id)
+                # What the caller may not destroy answers exactly as an id that does not exist.
+                if not hit or not acl.may_destroy(principal, hit[0].acl_view()):
+                    raise NotFoundError("unit not found")
+                u = hit[0]
+                # Chunks of one submitted Unit live and die together.
+                (chunks,) = tx.docs.find([(u.scope, u.doc_id, u.acl_owner, u.content_hash)])
+                siblings = [c.unit_id for c in chunks if acl.may_destroy(principal, c.acl_view())]
+                gone = self._delete(tx, principal, siblings, "delete_unit")
+            self._deleted()
+        return {"deleted": len(gone), "unit_ids": gone}
 
     def delete_doc(
         self, principal: Principal, doc_id: str, header_scope: str | None, query_scope: str | None
@@ -397,35 +392,30 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         if not principal.has("write"):
             raise ForbiddenError("the write permission is required to delete")
         scopes = self.request_scope(principal, header_scope, query_scope)
-        with self.catalog.write_lock():
-            s_sql, s_params = scope_sql("u.scope", scopes)
-            ids = [
-                int(r["id"])
-                for r in self.catalog.reader().execute(
-                    f"SELECT u.id, u.scope, u.acl_owner, u.acl_groups FROM units u"
-                    f" WHERE u.doc_id = ? AND {s_sql}",
-                    (doc_id, *s_params),
-                )
-                if acl.may_destroy(principal, r)
-            ]
-            if not ids:
-                raise NotFoundError("document not found")
-            gone = self._delete(principal, ids, "delete_doc")
-        return {"deleted": len(gone), "unit_ids": [r["unit_id"] for r in gone]}
+        with self.writes.ordered():
+            with self.writes.write() as tx:
+                ids = [
+                    u.unit_id
+                    for u in tx.docs.in_scopes(scopes, doc_id=doc_id)
+                    if acl.may_destroy(principal, u.acl_view())
+                ]
+                if not ids:
+                    raise NotFoundError("document not found")
+                gone = self._delete(tx, principal, ids, "delete_doc")
+            self._deleted()
+        return {"deleted": len(gone), "unit_ids": gone}
 
-    def _delete(self, principal: Principal, rowids: list[int], action: str) -> list[Any]:
-        with self.catalog.write() as conn:
-            gone = units_sql.delete_rows(conn, rowids)
-            if gone:
-                units_sql.bump_generations(conn, {r["scope"] for r in gone})
-                audit.append(
-                    conn,
-                    self.audit_key,
-                    principal,
-                    action,
-                    {"removed": [r["unit_id"] for r in gone]},
-                )
+    @staticmethod
+    def _delete(tx: StoreTx, principal: Principal, unit_ids: list[str], action: str) -> list[str]:
+        """Delete the Units, bump their scopes, audit once; the ids deleted."""
+        gone = tx.units.delete(unit_ids)
+        if gone:
+            tx.units.bump_generations({u.scope for u in gone})
+            tx.audit.append(principal, action, {"removed": [u.unit_id for u in gone]})
+        return [u.unit_id for u in gone]
+
+    def _deleted(self) -> None:
+        """After a delete's commit, under ``ordered()``: the indexes drop the Units too."""
         faults.point("delete.after_commit")
         self.sync.apply_pending()
         faults.point("delete.after_apply")
-        return gone

@@ -40,6 +40,7 @@ from .storage.protocols_reads import Maintenance
 from .storage.sqlite import audit, unit_words
 from .storage.sqlite.audit_trail import SqliteAuditTrail
 from .storage.sqlite.auth_store import SqliteAuthStore
+from .storage.sqlite.bulk_load import SqliteBulkLoad
 from .storage.sqlite.catalog import Catalog
 from .storage.sqlite.counts import SqliteCounts
 from .storage.sqlite.index_sync import IndexSync
@@ -50,6 +51,7 @@ from .storage.sqlite.objects import FileBlobStore, sweep_orphans
 from .storage.sqlite.reindex import stale_count
 from .storage.sqlite.search_store import ExactScan, SqliteSearchStore
 from .storage.sqlite.sparse import SparseIndex
+from .storage.sqlite.writes import SqliteWriteStore
 from .storage.vectors import VectorStore
 from .worker import WorkerContext
 
@@ -172,6 +174,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         log.exception("object store sweep failed")
         swept = None
     jobs.release_dead_leases(own_data_dir=True)
+    writes = SqliteWriteStore(catalog, jobs, audit_key, emb.model_id, lambda: sync.applied_seq)
     return Components(
         settings=s,
         lock=lock,
@@ -188,7 +191,9 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         answerer=answerer,
         blobs=blobs,
         jobs=jobs,
-        meter=Meter(catalog),
+        writes=writes,
+        bulk=SqliteBulkLoad(catalog, sync),
+        meter=Meter(writes),
         metrics=Metrics(),
         counts=SqliteCounts(catalog, lambda: sync.applied_seq),
         job_views=SqliteJobViews(catalog),
@@ -207,11 +212,9 @@ def open_service(settings: Settings, embedder: Embedder | None = None) -> Servic
     parts.ingestor = svc.ingestor = Ingestor(
         IngestDeps(
             settings=parts.settings,
-            catalog=parts.catalog,
+            store=parts.writes,
             embedder=parts.embedder,
             blobs=parts.blobs,
-            jobs=parts.jobs,
-            audit_key=parts.audit_key,
             objects=svc,
             apply=parts.sync.apply_pending,
             wake=bg.wake.set,
@@ -234,13 +237,11 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
     jobs.release_dead_leases(own_data_dir=False)
     deps = IngestDeps(
         settings=s,
-        catalog=catalog,
+        store=SqliteWriteStore(catalog, jobs, audit.load_key(s.audit_key_file), emb.model_id),
         embedder=emb,
         blobs=FileBlobStore(data / "objects"),
-        jobs=jobs,
-        audit_key=audit.load_key(s.audit_key_file),
     )
-    return WorkerContext(deps, Ingestor(deps))
+    return WorkerContext(deps, Ingestor(deps), catalog.close)
 
 
 def open_maintenance(settings: Settings) -> Maintenance:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from . import faults
 from .ingest.deps import IngestDeps
@@ -19,18 +20,17 @@ log = logging.getLogger(__name__)
 
 
 class WorkerContext:
-    """The slice of the server a job needs (catalog, blobs, embedder, audit key), built by
-    ``wiring.open_worker``."""
+    """The slice of the server a job needs (the write store, blobs, embedder), built by
+    ``wiring.open_worker``; ``close`` releases the store."""
 
-    def __init__(self, deps: IngestDeps, ingestor: Ingestor) -> None:
+    def __init__(self, deps: IngestDeps, ingestor: Ingestor, close: Callable[[], None]) -> None:
         self.deps = deps
         self.settings = deps.settings
-        self.catalog = deps.catalog
         self.embedder = deps.embedder
         self.blobs = deps.blobs
-        self.jobs = deps.jobs
-        self.audit_key = deps.audit_key
+        self.jobs = deps.store.jobs
         self.ingestor = ingestor
+        self._close = close
 
     def runner(self) -> JobRunner:
         return JobRunner(self.ingestor, self.jobs, media_limits(self.settings))
@@ -49,4 +49,4 @@ class WorkerContext:
         return done
 
     def close(self) -> None:
-        self.catalog.close()
+        self._close()

@@ -10,10 +10,16 @@ import inspect
 import re
 import typing
 
-from superchargedb.storage import protocols, protocols_auth, protocols_reads, protocols_search
+from superchargedb.storage import (
+    protocols,
+    protocols_auth,
+    protocols_reads,
+    protocols_search,
+    protocols_writes,
+)
 
 # Every module of storage Protocols (a new concept's module is added here).
-MODULES = (protocols, protocols_search, protocols_reads, protocols_auth)
+MODULES = (protocols, protocols_search, protocols_reads, protocols_auth, protocols_writes)
 
 FORBIDDEN = re.compile(r"\b(sqlite3|Connection|Cursor|Row|Any|rowid|sql|SQL)\b|dict\[str, ")
 # The one array type: a float32 vector (its shape parameter is typing.Any in numpy's stubs).
@@ -43,11 +49,9 @@ def _tuples() -> list[type]:
 
 
 def _ns(cls: type) -> dict[str, object]:
-    """Names for the hints: the modules refer to each other's types under TYPE_CHECKING."""
-    ns: dict[str, object] = {}
-    for mod in MODULES:
-        ns.update((k, v) for k, v in vars(mod).items() if inspect.isclass(v) or k == "Vector")
-    return {**ns, **vars(inspect.getmodule(cls))}
+    """Names as the class's module sees them (inherited members: as their own module does; the
+    modules refer to each other's types under TYPE_CHECKING)."""
+    return {k: v for mod in (*MODULES, inspect.getmodule(cls)) for k, v in vars(mod).items()}
 
 
 def _bad(text: str) -> list[str]:
@@ -78,6 +82,9 @@ def test_the_seam_has_the_concepts() -> None:
         "AuthTx",
         "SessionStore",
         "AuthStore",
+        "DocWriter",
+        "QuotaLedger",
+        "WriteStore",
     } <= names
 
 

@@ -2,12 +2,12 @@
 
 ``superchargedb import units.jsonl --vectors vectors.npy`` (D-64) loads millions of
 Units in hours' less time than the API: nothing is embedded, and each batch (default 50,000
-Units) is ONE ``BEGIN IMMEDIATE`` transaction holding the Units, their outbox adds, group rows,
-docs rows, generation bumps and one audit record (rowid range, count, Merkle root of the content
-hashes). After each commit the derived indexes apply the batch's outbox rows under the writer
-lock as after an ingest, except that the HNSW add runs in a background thread while the next
-batch is validated and written (``IndexSync.apply_pending(background=True)``); they are
-checkpointed once at the end instead of every ``SCDB_CHECKPOINT_EVERY`` ops. A crash
+Units) is ONE write transaction (``tx.units.import_batch``, D-175) holding the Units, their
+outbox adds, group rows, docs rows, generation bumps and one audit record (the backend's row
+range, count, Merkle root of the content hashes). After each commit the derived indexes apply the
+batch's outbox rows under ``ordered()`` as after an ingest, except that the HNSW add runs in a
+background thread while the next batch is validated and written (``BulkLoad.apply_behind``);
+they are checkpointed once at the end instead of every ``SCDB_CHECKPOINT_EVERY`` ops. A crash
 mid-import leaves whole batches: the next start replays their outbox rows, and running the
 import again skips what is stored (idempotency keys).
 
@@ -27,17 +27,15 @@ import numpy as np
 
 from ..auth.admin import OPERATOR
 from ..errors import SCDBError, ValidationError
-from ..storage.sqlite import audit
-from ..storage.sqlite import units as units_sql
-from ..storage.sqlite.bulk import insert_units
+from ..storage.ids import now_ms, uuid7
+from ..storage.protocols import UnitRecord
 from ..types import Principal
 from .prepare import Prepared, prepare_unit
 
 if TYPE_CHECKING:
     from ..models.embedder import Embedder
     from ..settings import Settings
-    from ..storage.sqlite.catalog import Catalog
-    from ..storage.sqlite.index_sync import IndexSync
+    from ..storage.protocols_writes import BulkLoad, WriteStore
 
 
 class BulkTarget(Protocol):
@@ -45,9 +43,8 @@ class BulkTarget(Protocol):
 
     settings: Settings
     embedder: Embedder
-    catalog: Catalog
-    sync: IndexSync
-    audit_key: bytes
+    writes: WriteStore
+    bulk: BulkLoad
 
 
 DEFAULT_BATCH = 50_000
@@ -115,53 +112,45 @@ def import_batches(
 ) -> dict[str, Any]:
     """Import ``(records, vectors)`` batches; returns counts and timings."""
     val = Validator(default_owner, svc.settings.max_text_chars)
-    model_id, dim = svc.embedder.model_id, svc.embedder.dim
+    dim = svc.embedder.dim
+    store, bulk = svc.writes, svc.bulk
     created = unchanged = n_batches = offset = 0
     t0 = time.perf_counter()
     apply_s = vector_wait_s = 0.0
-    with svc.catalog.locked() as conn:
-        old_cache = int(conn.execute("PRAGMA cache_size").fetchone()[0])
-        # A batch inserts into every secondary index of a large table at random places; a page
-        # cache that holds those indexes keeps each commit from re-reading them (import only).
-        kib = max(IMPORT_CACHE_MB * 1024, -old_cache if old_cache < 0 else 0)
-        conn.execute(f"PRAGMA cache_size=-{kib}")
-    try:
-        for records, vectors in batches:
-            prepared = [val.prepare(offset + i, r) for i, r in enumerate(records)]
-            vecs = check_vectors(vectors, len(prepared), dim, offset)
-            now = units_sql.now_ms()
-            rows = [_row(p, now, actor, model_id) for p in prepared]
-            with svc.catalog.write_lock():
-                with svc.catalog.write() as conn:
-                    ids = _write_batch(svc, conn, rows, vecs, now, actor)
-                # The previous batch's HNSW add ran while this one was validated and written.
-                t1 = time.perf_counter()
-                svc.sync.wait_vectors()
-                t2 = time.perf_counter()
-                svc.sync.apply_pending(checkpoint=False, background=True)
-                vector_wait_s += t2 - t1
-                apply_s += time.perf_counter() - t2
-            created += len(ids)
-            unchanged += len(rows) - len(ids)
-            offset += len(rows)
-            n_batches += 1
-            if progress is not None:
-                progress(len(rows))
-        t1 = time.perf_counter()
-        with svc.catalog.write_lock():
-            svc.sync.wait_vectors()
-            vector_wait_s += time.perf_counter() - t1
+    with bulk.tuned(IMPORT_CACHE_MB):
+        try:
+            for records, vectors in batches:
+                prepared = [val.prepare(offset + i, r) for i, r in enumerate(records)]
+                vecs = check_vectors(vectors, len(prepared), dim, offset)
+                now = now_ms()
+                units = [_unit(p, now, actor) for p in prepared]
+                with store.ordered():
+                    with store.write() as tx:
+                        stored = tx.units.import_batch(units, vecs, actor)
+                    # The previous batch's HNSW add ran while this one was validated and written.
+                    t1 = time.perf_counter()
+                    bulk.wait_behind()
+                    t2 = time.perf_counter()
+                    bulk.apply_behind()
+                    vector_wait_s += t2 - t1
+                    apply_s += time.perf_counter() - t2
+                created += stored
+                unchanged += len(units) - stored
+                offset += len(units)
+                n_batches += 1
+                if progress is not None:
+                    progress(len(units))
             t1 = time.perf_counter()
-            svc.sync.checkpoint()
-        checkpoint_s = time.perf_counter() - t1
-    finally:
-        with svc.catalog.write_lock():
+            with store.ordered():
+                bulk.wait_behind()
+                vector_wait_s += time.perf_counter() - t1
+                t1 = time.perf_counter()
+                bulk.checkpoint()
+            checkpoint_s = time.perf_counter() - t1
+        finally:
             # An error leaves the committed batches to the outbox (replayed like a crash).
-            try:
-                svc.sync.wait_vectors()
-            finally:
-                with svc.catalog.locked() as conn:
-                    conn.execute(f"PRAGMA cache_size={old_cache}")
+            with store.ordered():
+                bulk.wait_behind()
     return {
         "records": offset,
         "created": created,
@@ -174,59 +163,22 @@ def import_batches(
     }
 
 
-def _write_batch(
-    svc: BulkTarget,
-    conn: Any,
-    rows: list[dict[str, Any]],
-    vecs: np.ndarray,
-    now: int,
-    actor: str,
-) -> list[int]:
-    """One batch's Units, outbox adds, docs rows, generation bumps and audit record."""
-    ids, positions = insert_units(conn, rows, vecs)
-    stored = [rows[i] for i in positions]
-    docs = {(r["scope"], r["doc_id"], r["acl_owner"]) for r in stored}
-    conn.executemany(
-        "INSERT OR IGNORE INTO docs(scope, doc_id, acl_owner, created_by, created_at)"
-        " VALUES (?,?,?,?,?)",
-        [(s, d, o, actor, now) for s, d, o in sorted(docs)],
+def _unit(p: Prepared, now: int, actor: str) -> UnitRecord:
+    """One record as the one Unit it is stored as (the import cannot chunk a vector)."""
+    return UnitRecord(
+        unit_id=uuid7(),
+        scope=p.scope,
+        doc_id=p.doc_id,
+        plane=p.plane,
+        modality=p.modality,
+        text=p.text,
+        acl_owner=p.acl_owner,
+        acl_groups=tuple(p.acl_groups),
+        content_hash=p.content_hash,
+        source_uri=p.source_uri,
+        mime=p.mime,
+        locator=p.locator,
+        created_at=now,
+        event_at=p.event_at if p.event_at is not None else now,
+        created_by=actor,
     )
-    scopes = sorted({r["scope"] for r in stored})
-    if ids:
-        units_sql.bump_generations(conn, scopes)
-        audit.append(
-            conn,
-            svc.audit_key,
-            actor,
-            "import",
-            {
-                "units": len(ids),
-                "rowids": [ids[0], ids[-1]],
-                "unchanged": len(rows) - len(ids),
-                "scopes": scopes,
-                "merkle_root": audit.merkle_root([r["content_hash"] for r in stored]),
-            },
-        )
-    return ids
-
-
-def _row(p: Prepared, now: int, actor: str, model_id: str) -> dict[str, Any]:
-    event_at = p.event_at if p.event_at is not None else now
-    return {
-        "unit_id": units_sql.uuid7(),
-        "scope": p.scope,
-        "doc_id": p.doc_id,
-        "modality": p.modality,
-        "plane": p.plane,
-        "source_uri": p.source_uri,
-        "mime": p.mime,
-        "text": p.text,
-        "acl_owner": p.acl_owner,
-        "acl_groups": p.acl_groups,
-        "content_hash": p.content_hash,
-        "locator": p.locator.to_columns() if p.locator else None,
-        "created_at": now,
-        "event_at": event_at,
-        "created_by": actor,
-        "model_id": model_id,
-    }

@@ -14,17 +14,17 @@ The job runs in the server's job workers (``ingest/jobs_runner.py``): chunk, emb
 from __future__ import annotations
 
 import hashlib
-import sqlite3
+import json
 from typing import TYPE_CHECKING, Any
 
-from ..storage.sqlite import audit
-from ..storage.sqlite import units as units_sql
+from ..storage.ids import now_ms, uuid7
+from ..storage.protocols import JobSpec
 from ..types import Locator, Principal
 from .prepare import Prepared
 
 if TYPE_CHECKING:
-    from ..storage.sqlite.jobs import Job
-    from .deps import IngestDeps
+    from ..storage.protocols import Lease
+    from ..storage.protocols_writes import StoreTx
 
 KIND = "embed"
 DocKey = tuple[str, str, str]
@@ -71,9 +71,9 @@ def _unit(p: Prepared) -> dict[str, Any]:
     }
 
 
-def prepared_of(job: Job) -> tuple[list[Prepared], str]:
+def prepared_of(job: Lease) -> tuple[list[Prepared], str]:
     """The job's Units, ready to chunk and embed, and the mode to write them with."""
-    pl = job.payload
+    pl = json.loads(job.payload_json)
     out = []
     for u in pl["units"]:
         out.append(
@@ -100,9 +100,7 @@ def prepared_of(job: Job) -> tuple[list[Prepared], str]:
     return out, pl["mode"]
 
 
-def enqueue(
-    deps: IngestDeps, conn: sqlite3.Connection, principal: Principal, doc: list[Prepared], mode: str
-) -> dict[str, Any]:
+def enqueue(tx: StoreTx, principal: Principal, doc: list[Prepared], mode: str) -> dict[str, Any]:
     """Queue one document's embedding inside the request's transaction (idempotent per the
     document's content and mode); the per-Unit result."""
     first = doc[0]
@@ -110,9 +108,9 @@ def enqueue(
     for part in (*doc_key(first), *sorted(p.content_hash for p in doc)):
         digest.update(b"\0" + part.encode())
     dedupe = digest.hexdigest()
-    prior = deps.jobs.find(conn, dedupe)
-    if prior is not None and prior["state"] in ("queued", "running"):
-        return {"ok": True, "status": "queued", "job_id": prior["id"]}
+    prior = tx.jobs.find(dedupe)
+    if prior is not None and prior.state in ("queued", "running"):
+        return {"ok": True, "status": "queued", "job_id": prior.job_id}
     payload = {
         "doc_id": first.doc_id,
         "mode": mode,
@@ -120,26 +118,21 @@ def enqueue(
         "key_id": principal.key_id,
         "key_issuer": principal.key_issuer,
     }
-    job_id = deps.jobs.enqueue(
-        conn,
-        KIND,
-        payload,
-        principal=principal.name,
-        scope=first.scope,
-        acl_owner=first.acl_owner,
-        acl_groups=first.acl_groups,
-        dedupe_key=dedupe if prior is None else f"{dedupe}:{units_sql.uuid7()}",
+    job_id = tx.jobs.enqueue(
+        JobSpec(
+            kind=KIND,
+            scope=first.scope,
+            principal=principal.name,
+            acl_owner=first.acl_owner,
+            acl_groups=tuple(first.acl_groups),
+            dedupe_key=dedupe if prior is None else f"{dedupe}:{uuid7()}",
+            payload_json=json.dumps(payload),
+        )
     )
     # The document is reserved against the quota now (checked with the batch); a failed job
     # releases it.
-    conn.execute(
-        "INSERT OR IGNORE INTO docs(scope, doc_id, acl_owner, created_by, created_at)"
-        " VALUES (?,?,?,?,?)",
-        (first.scope, first.doc_id, first.acl_owner, principal.name, units_sql.now_ms()),
-    )
-    audit.append(
-        conn,
-        deps.audit_key,
+    tx.docs.reserve([doc_key(first)], principal.name, now_ms())
+    tx.audit.append(
         principal,
         "ingest.queued",
         {"job_id": job_id, "scope": first.scope, "doc_id": first.doc_id, "units": len(doc)},

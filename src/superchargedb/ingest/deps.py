@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..models.embedder import Embedder
     from ..settings import Settings
-    from ..storage.sqlite.catalog import Catalog
-    from ..storage.sqlite.jobs import JobQueue
+    from ..storage.protocols_writes import QuotaLedger, WriteStore
     from ..storage.sqlite.objects import FileBlobStore
     from ..types import Principal
 
@@ -32,7 +31,9 @@ class ObjectGate(Protocol):
 
     def media_caps(self, principal: Principal) -> tuple[int | None, int | None]: ...
 
-    def check_media_reserve(self, conn: Any, principal: Principal, pages: int, ms: int) -> None: ...
+    def check_media_reserve(
+        self, ledger: QuotaLedger, principal: Principal, pages: int, ms: int
+    ) -> None: ...
 
 
 def _nothing() -> None:
@@ -42,11 +43,9 @@ def _nothing() -> None:
 @dataclass
 class IngestDeps:
     settings: Settings
-    catalog: Catalog
+    store: WriteStore  # the one write transaction, the job queue, the write rules' reads
     embedder: Embedder
     blobs: FileBlobStore
-    jobs: JobQueue
-    audit_key: bytes
     objects: ObjectGate | None = None  # None in a worker: it ingests no object by request
     apply: Callable[[], None] = _nothing  # after a commit, under the write lock
     wake: Callable[[], None] = _nothing  # new jobs were queued

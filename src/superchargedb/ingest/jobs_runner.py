@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +20,8 @@ import orjson
 
 from .. import faults
 from ..errors import SCDBError
-from ..storage.sqlite import unit_words
-from ..storage.sqlite.jobs import Job, JobQueue, LeaseLost
-from ..storage.sqlite.principals import row_to_principal
+from ..storage.protocols import JobQueue, Lease, LeaseLostError
+from ..storage.protocols_writes import Word
 from . import deferred
 from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, derive
 from .engine_settings import options_from
@@ -70,43 +71,43 @@ class JobRunner:
         beat.start()
         try:
             self._run(job)
-        except LeaseLost:
-            log.warning("job %s: lease lost, another worker owns it now", job.id)
+        except LeaseLostError:
+            log.warning("job %s: lease lost, another worker owns it now", job.job_id)
         except DerivationError as exc:
             # Bad input fails at once; a timeout or an engine crash may pass on another try.
             self._fail(job, exc.message, retry=bool(getattr(exc, "retryable", False)))
         except SCDBError as exc:
             self._fail(job, f"{exc.code}: {exc.message}", retry=True)
         except Exception as exc:  # engine crash, timeout, I/O: retry until max_attempts
-            log.exception("job %s failed", job.id)
+            log.exception("job %s failed", job.job_id)
             self._fail(job, f"{type(exc).__name__}: {exc}", retry=True)
         finally:
             stop.set()
             beat.join(timeout=5)
         return True
 
-    def _fail(self, job: Job, reason: str, retry: bool) -> None:
-        with contextlib.suppress(LeaseLost):
+    def _fail(self, job: Lease, reason: str, retry: bool) -> None:
+        with contextlib.suppress(LeaseLostError):
             self.queue.fail(job, reason, retry=retry)
 
-    def _heartbeat(self, job: Job, stop: threading.Event) -> None:
-        interval = max(1.0, self.queue.lease_ms / 3000)
+    def _heartbeat(self, job: Lease, stop: threading.Event) -> None:
+        interval = max(1.0, self.queue.lease_s / 3)
         while not stop.wait(interval):
             try:
                 self._renew(job)
-            except LeaseLost:
+            except LeaseLostError:
                 return
 
-    def _renew(self, job: Job) -> None:
-        """Extend the lease; raises LeaseLost once another worker owns the job."""
+    def _renew(self, job: Lease) -> None:
+        """Extend the lease; raises LeaseLostError once another worker owns the job."""
         try:
             self.queue.heartbeat(job, PROGRESS_DERIVED)
-        except LeaseLost:
+        except LeaseLostError:
             raise
         except Exception:  # a missed heartbeat only risks a takeover, which is safe
             log.debug("heartbeat failed", exc_info=True)
 
-    def _run(self, job: Job) -> None:
+    def _run(self, job: Lease) -> None:
         if job.kind == deferred.KIND:  # text past a request's chunk budget: embed and store
             prepared, mode = deferred.prepared_of(job)
             self.ingestor._chunk_and_embed(self.ingestor._skip_known(prepared))
@@ -114,12 +115,12 @@ class JobRunner:
             return
         ing = self.ingestor
         svc = ing.deps
-        pl: dict[str, Any] = job.payload
+        pl: dict[str, Any] = json.loads(job.payload_json)
         blob = svc.blobs.path(pl["sha256"])
         derived = derive(blob, pl["mime"], pl["modality"], limits=self.limits, options=self.options)
         faults.point("jobs.after_derive")
         # Every derivation that returns renews the lease, not only the timer: a job taken over
-        # during a long derivation stops here (LeaseLost) instead of embedding for nothing, and
+        # during a long derivation stops here (LeaseLostError) instead of embedding for nothing, and
         # the renewal is a step of every run, not a race against the clock.
         self._renew(job)
         if not derived:
@@ -142,7 +143,7 @@ class JobRunner:
                     mime=pl["mime"],
                     locator=d.locator,
                     acl_owner=job.acl_owner,
-                    acl_groups=job.acl_groups,
+                    acl_groups=list(job.acl_groups),
                     content_hash=derived_hash(d, uri, pl["mime"], pl["sha256"]),
                     text=d.text,
                     event_at=event_at,
@@ -155,30 +156,25 @@ class JobRunner:
 
     def _store(
         self,
-        job: Job,
+        job: Lease,
         prepared: list[Prepared],
         mode: str,
         words: list[list[dict[str, Any]] | None] | None = None,
     ) -> None:
         """Write a job's embedded Units and complete it, in one transaction under the lease."""
         ing = self.ingestor
-        svc = ing.deps
+        store = ing.deps.store
         faults.point("jobs.after_embed")
-        row = (
-            svc.catalog.reader()
-            .execute("SELECT * FROM principals WHERE name = ?", (job.principal,))
-            .fetchone()
-        )
-        if row is None:
+        state = store.principals.named(job.principal)
+        if state is None:
             raise DerivationError("the principal that queued this job no longer exists")
-        pl = job.payload  # the key that queued the job, for the audit record
-        principal = replace(
-            row_to_principal(row), key_id=pl.get("key_id"), key_issuer=pl.get("key_issuer")
-        )
-        with svc.catalog.write_lock():
-            with svc.catalog.write() as conn:
+        queued_by = state.principal
+        pl = json.loads(job.payload_json)  # the key that queued the job, for the audit record
+        principal = replace(queued_by, key_id=pl.get("key_id"), key_issuer=pl.get("key_issuer"))
+        with store.ordered():
+            with store.write() as tx:
                 outcomes = ing._write(
-                    conn,
+                    tx,
                     principal,
                     prepared,
                     mode,
@@ -188,13 +184,26 @@ class JobRunner:
                 for o, table in zip(outcomes, words or [], strict=False):
                     # A Unit split into chunks keeps no word table (its offsets are the parent's).
                     if table and len(o.unit_ids) == 1:
-                        rid = conn.execute(
-                            "SELECT id FROM units WHERE unit_id = ?", (o.unit_ids[0],)
-                        ).fetchone()[0]
-                        unit_words.put(conn, int(rid), table)
+                        tx.words.put(o.unit_ids[0], _words(table))
                 faults.point("jobs.before_complete")
                 ids = [u for o in outcomes for u in o.unit_ids]
-                self.queue.complete(conn, job, {"unit_ids": ids, "units": len(ids)})
+                tx.jobs.complete(job, json.dumps({"unit_ids": ids, "units": len(ids)}))
             faults.point("jobs.after_complete")
-            svc.apply()
+            ing.deps.apply()
             faults.point("jobs.after_apply")
+
+
+def _words(table: Sequence[dict[str, Any]]) -> list[Word]:
+    """A derivation's word table (``derive_base``'s dicts) as the store's records."""
+    return [
+        Word(
+            start=int(w["start"]),
+            end=int(w["end"]),
+            t_start_ms=w.get("t_start_ms"),
+            t_end_ms=w.get("t_end_ms"),
+            page=w.get("page"),
+            box=tuple(w["box"]) if w.get("box") else None,
+            conf=w.get("conf"),
+        )
+        for w in table
+    ]

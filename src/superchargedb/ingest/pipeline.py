@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,8 +28,9 @@ from ..errors import (
     ScopeForbiddenError,
     UpgradeRequiredError,
 )
-from ..storage.sqlite import audit
-from ..storage.sqlite import units as units_sql
+from ..storage.ids import merkle_root, now_ms, uuid7
+from ..storage.protocols import JobSpec, UnitRecord
+from ..storage.protocols_writes import IdempotencyKey, StoredUnit
 from ..types import TIER_PLANES, TIERS, Principal
 from . import deferred, media_cost, objects_in
 from .chunking import chunk_text
@@ -39,6 +39,7 @@ from .media_cost import MediaCost
 from .prepare import Prepared, chunk_prepared, declared_plane, error_result, prepare_unit
 
 if TYPE_CHECKING:
+    from ..storage.protocols_writes import StoreTx
     from .deps import IngestDeps, ObjectGate
 
 
@@ -134,9 +135,9 @@ class Ingestor:
         texts, later = deferred.split(texts, s.ingest_max_chunks)
         put_off = {id(p) for doc in later for p in doc}
         self._chunk_and_embed([p for p in fresh if id(p) not in put_off])
-        with self.deps.catalog.write_lock():
-            with self.deps.catalog.write() as conn:
-                refused = self._admit(conn, principal, prepared)
+        with self.deps.store.ordered():
+            with self.deps.store.write() as tx:
+                refused = self._admit(tx, principal, prepared)
                 for i, why in refused.items():
                     results[i] = error_result(why)
                 prepared = [p for p in prepared if p.index not in refused]
@@ -146,15 +147,15 @@ class Ingestor:
                     d for d in ([p for p in doc if p.index not in refused] for doc in later) if d
                 ]
                 self.objects.check_blobs_kept(prepared)
-                self._check_quota(conn, principal, prepared)
+                self._check_quota(tx, principal, prepared)
                 faults.point("ingest.quota.after_check")
-                outcomes = self._write(conn, principal, texts, mode, check_quota=False)
+                outcomes = self._write(tx, principal, texts, mode, check_quota=False)
                 queued = [
-                    self._enqueue(conn, principal, p, media[p.index][0], costs.get(p.index))
+                    self._enqueue(tx, principal, p, media[p.index][0], costs.get(p.index))
                     for p in jobs
                 ]
                 for doc in later:
-                    job = deferred.enqueue(self.deps, conn, principal, doc, mode)
+                    job = deferred.enqueue(tx, principal, doc, mode)
                     for p in doc:
                         results[p.index] = job
             faults.point("ingest.after_commit")
@@ -175,7 +176,7 @@ class Ingestor:
         return {"ingested": ingested, "results": results}
 
     def _admit(
-        self, conn: sqlite3.Connection, principal: Principal, prepared: list[Prepared]
+        self, tx: StoreTx, principal: Principal, prepared: list[Prepared]
     ) -> dict[int, SCDBError]:
         """Per-Unit refusals of the ACL rules, read in the batch's own transaction.
 
@@ -187,23 +188,19 @@ class Ingestor:
         refused: dict[int, SCDBError] = {}
         # Per document: the groups of its Units the caller may destroy, and the content
         # hashes of those it may not.
+        keys = list(dict.fromkeys((p.scope, p.doc_id, p.acl_owner) for p in prepared))
         docs: dict[tuple[str, str, str], tuple[set[str], set[str]]] = {}
+        for key, stored in zip(keys, tx.docs.units_of(keys), strict=True):
+            groups: set[str] = set()
+            foreign: set[str] = set()
+            for u in stored:
+                if acl.may_destroy(principal, u.acl_view()):
+                    groups |= set(u.acl_groups)
+                else:
+                    foreign.add(u.content_hash)
+            docs[key] = (groups, foreign)
         for p in prepared:
-            key = (p.scope, p.doc_id, p.acl_owner)
-            if key not in docs:
-                groups: set[str] = set()
-                foreign: set[str] = set()
-                for r in conn.execute(
-                    "SELECT scope, acl_owner, acl_groups, content_hash FROM units"
-                    " WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
-                    key,
-                ):
-                    if acl.may_destroy(principal, r):
-                        groups |= acl.unit_groups(r)
-                    else:
-                        foreign.add(r["content_hash"])
-                docs[key] = (groups, foreign)
-            old, foreign = docs[key]
+            old, foreign = docs[(p.scope, p.doc_id, p.acl_owner)]
             if p.content_hash in foreign:
                 # The very content is stored where the caller may not touch it (docs/decisions.md
                 # "Destroying what one cannot read").
@@ -258,7 +255,7 @@ class Ingestor:
 
     def _enqueue(
         self,
-        conn: sqlite3.Connection,
+        tx: StoreTx,
         principal: Principal,
         p: Prepared,
         sniffed: str,
@@ -268,28 +265,18 @@ class Ingestor:
         dedupe = hashlib.sha256(
             f"{p.scope}\0{p.doc_id}\0{p.acl_owner}\0{p.content_hash}".encode()
         ).hexdigest()
-        prior = self.deps.jobs.find(conn, dedupe)
+        prior = tx.jobs.find(dedupe)
         if prior is not None:
-            status = "queued" if prior["state"] in ("queued", "running") else "unchanged"
-            out: dict[str, Any] = {"ok": True, "status": status, "job_id": prior["id"]}
-            if prior["state"] == "done":
-                ids = json.loads(prior["result"] or "{}").get("unit_ids", [])
-                if json.loads(prior["acl_groups"]) != p.acl_groups and ids:
-                    rows = [
-                        int(r["id"])
-                        for r in conn.execute(
-                            "SELECT id, scope, acl_owner, acl_groups FROM units"
-                            " WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
-                            (p.scope, p.doc_id, p.acl_owner),
-                        )
-                        if acl.may_destroy(principal, r)
-                    ]
-                    units_sql.update_acl(conn, rows, p.acl_groups)
-                    conn.execute(
-                        "UPDATE jobs SET acl_groups = ? WHERE id = ?",
-                        (json.dumps(p.acl_groups), prior["id"]),
-                    )
-                    units_sql.bump_generations(conn, [p.scope])
+            status = "queued" if prior.state in ("queued", "running") else "unchanged"
+            out: dict[str, Any] = {"ok": True, "status": status, "job_id": prior.job_id}
+            if prior.state == "done":
+                ids = json.loads(prior.result_json or "{}").get("unit_ids", [])
+                if list(prior.acl_groups) != p.acl_groups and ids:
+                    doc = tx.docs.units_of([(p.scope, p.doc_id, p.acl_owner)])[0]
+                    mine = [u.unit_id for u in doc if acl.may_destroy(principal, u.acl_view())]
+                    tx.units.set_groups(mine, p.acl_groups)
+                    tx.jobs.set_groups(prior.job_id, p.acl_groups)
+                    tx.units.bump_generations([p.scope])
                     out["status"] = "updated"
                 if ids:
                     out["unit_id"] = ids[0]
@@ -310,28 +297,23 @@ class Ingestor:
         }
         if cost is not None and (cost.pages or cost.ms):
             # Reserved until the job finishes (then its Units count) or fails (then nothing).
-            self.objects.check_media_reserve(conn, principal, cost.pages, cost.ms)
+            self.objects.check_media_reserve(tx.quota, principal, cost.pages, cost.ms)
             payload["cost_pages"], payload["cost_ms"] = cost.pages, cost.ms
-        job_id = self.deps.jobs.enqueue(
-            conn,
-            "derive",
-            payload,
-            principal=principal.name,
-            scope=p.scope,
-            acl_owner=p.acl_owner,
-            acl_groups=p.acl_groups,
-            dedupe_key=dedupe,
+        job_id = tx.jobs.enqueue(
+            JobSpec(
+                kind="derive",
+                scope=p.scope,
+                principal=principal.name,
+                acl_owner=p.acl_owner,
+                acl_groups=tuple(p.acl_groups),
+                dedupe_key=dedupe,
+                payload_json=json.dumps(payload),
+            )
         )
         # The document is reserved against the quota now; a failed job releases it.
-        conn.execute(
-            "INSERT OR IGNORE INTO docs(scope, doc_id, acl_owner, created_by, created_at)"
-            " VALUES (?,?,?,?,?)",
-            (p.scope, p.doc_id, p.acl_owner, principal.name, units_sql.now_ms()),
-        )
+        tx.docs.reserve([(p.scope, p.doc_id, p.acl_owner)], principal.name, now_ms())
         faults.point("ingest.enqueue.after_reserve")
-        audit.append(
-            conn,
-            self.deps.audit_key,
+        tx.audit.append(
             principal,
             "ingest.queued",
             {"job_id": job_id, "scope": p.scope, "object": p.object_key},
@@ -340,12 +322,8 @@ class Ingestor:
 
     def _skip_known(self, prepared: list[Prepared]) -> list[Prepared]:
         """Units already stored under the same idempotency key need no embedding."""
-        conn = self.deps.catalog.reader()
-        return [
-            p
-            for p in prepared
-            if not units_sql.find_by_key(conn, p.scope, p.doc_id, p.acl_owner, p.content_hash)
-        ]
+        found = self.deps.store.docs.find([_key(p) for p in prepared])
+        return [p for p, stored in zip(prepared, found, strict=True) if not stored]
 
     def _chunk(self, prepared: list[Prepared]) -> None:
         s = self.deps.settings
@@ -380,7 +358,7 @@ class Ingestor:
 
     def _write(
         self,
-        conn: sqlite3.Connection,
+        tx: StoreTx,
         principal: Principal,
         prepared: list[Prepared],
         mode: str,
@@ -388,121 +366,129 @@ class Ingestor:
         action: str = "ingest",
     ) -> list[_Outcome]:
         if check_quota:
-            self._check_quota(conn, principal, prepared)
-        now = units_sql.now_ms()
+            self._check_quota(tx, principal, prepared)
+        now = now_ms()
         outcomes: list[_Outcome] = []
-        kept: dict[tuple[str, str, str], set[int]] = {}
+        kept: dict[tuple[str, str, str], set[str]] = {}
         touched_scopes: set[str] = set()
         content_hashes: list[str] = []
+        # The stored Units of each idempotency key, in one lookup for the batch; kept current
+        # as the batch writes, so a Unit given twice is stored once (as one by one did).
+        keys = list(dict.fromkeys(_key(p) for p in prepared))
+        stored: dict[IdempotencyKey, list[StoredUnit]] = dict(
+            zip(keys, tx.docs.find(keys), strict=True)
+        )
+        records: list[UnitRecord] = []
+        vectors: list[Any] = []
+        created: list[tuple[str, str, str]] = []
         for p in prepared:
             doc_key = (p.scope, p.doc_id, p.acl_owner)
-            existing = units_sql.find_by_key(conn, p.scope, p.doc_id, p.acl_owner, p.content_hash)
+            existing = stored[_key(p)]
             if existing:
-                ids = [int(r["id"]) for r in existing]
+                ids = [u.unit_id for u in existing]
                 status = "unchanged"
-                held = {"scope": p.scope, "acl_owner": p.acl_owner, **dict(existing[0])}
-                if json.loads(existing[0]["acl_groups"]) != p.acl_groups and acl.may_destroy(
-                    principal, held
+                if list(existing[0].acl_groups) != p.acl_groups and acl.may_destroy(
+                    principal, existing[0].acl_view()
                 ):
-                    units_sql.update_acl(conn, ids, p.acl_groups)
+                    tx.units.set_groups(ids, p.acl_groups)
+                    stored[_key(p)] = [
+                        StoredUnit(
+                            u.unit_id,
+                            u.scope,
+                            u.doc_id,
+                            u.acl_owner,
+                            tuple(p.acl_groups),
+                            u.content_hash,
+                            u.plane,
+                        )
+                        for u in existing
+                    ]
                     status = "updated"
                     touched_scopes.add(p.scope)
                 kept.setdefault(doc_key, set()).update(ids)
-                outcomes.append(_Outcome(status, [r["unit_id"] for r in existing]))
+                outcomes.append(_Outcome(status, ids))
                 continue
             if not p.chunks:  # raced in by a concurrent batch after _skip_known: embed now
                 self._chunk_and_embed([p])
-            vectors = p.vectors
-            ids, uids = [], []
-            for ci, ((text, loc), vec) in enumerate(zip(p.chunks, vectors, strict=True)):
-                uid = units_sql.uuid7()
-                event_at = p.event_at if p.event_at is not None else now
-                row = {
-                    "unit_id": uid,
-                    "scope": p.scope,
-                    "doc_id": p.doc_id,
-                    "modality": p.modality,
-                    "plane": p.plane,
-                    "source_uri": p.source_uri,
-                    "mime": p.mime,
-                    "text": text,
-                    "acl_owner": p.acl_owner,
-                    "acl_groups": p.acl_groups,
-                    "content_hash": p.content_hash,
-                    "chunk_idx": ci,
-                    "n_chunks": len(p.chunks),
-                    "context": p.context if ci > 0 else "",
-                    **(loc.to_columns() if loc else {}),
-                    "created_at": now,
-                    "event_at": event_at,
-                    "t_bucket": event_at // 3_600_000,
-                    "created_by": principal.name,
-                    "model_id": self.deps.embedder.model_id,
-                    "object_key": p.object_key,
-                    "object_sha": p.object_sha,
-                }
-                ids.append(units_sql.insert_unit(conn, row, vec))
+            uids = []
+            event_at = p.event_at if p.event_at is not None else now
+            for ci, ((text, loc), vec) in enumerate(zip(p.chunks, p.vectors, strict=True)):
+                uid = uuid7()
+                records.append(
+                    UnitRecord(
+                        unit_id=uid,
+                        scope=p.scope,
+                        doc_id=p.doc_id,
+                        plane=p.plane,
+                        modality=p.modality,
+                        text=text,
+                        acl_owner=p.acl_owner,
+                        acl_groups=tuple(p.acl_groups),
+                        content_hash=p.content_hash,
+                        source_uri=p.source_uri,
+                        mime=p.mime,
+                        locator=loc,
+                        chunk_index=ci,
+                        chunk_count=len(p.chunks),
+                        created_at=now,
+                        event_at=event_at,
+                        object_key=p.object_key,
+                        object_sha=p.object_sha,
+                        context=p.context if ci > 0 else "",
+                        created_by=principal.name,
+                    )
+                )
+                vectors.append(vec)
                 uids.append(uid)
-                faults.point("ingest.write.after_unit")
-            conn.execute(
-                "INSERT OR IGNORE INTO docs(scope, doc_id, acl_owner, created_by, created_at)"
-                " VALUES (?,?,?,?,?)",
-                (p.scope, p.doc_id, p.acl_owner, principal.name, now),
-            )
-            kept.setdefault(doc_key, set()).update(ids)
+            stored[_key(p)] = [
+                StoredUnit(
+                    u, p.scope, p.doc_id, p.acl_owner, tuple(p.acl_groups), p.content_hash, p.plane
+                )
+                for u in uids
+            ]
+            created.append(doc_key)
+            kept.setdefault(doc_key, set()).update(uids)
             touched_scopes.add(p.scope)
             content_hashes.append(p.content_hash)
             outcomes.append(_Outcome("created", uids))
+        if records:
+            tx.units.insert_many(records, np.asarray(vectors, dtype=np.float32))
+            tx.docs.reserve(dict.fromkeys(created), principal.name, now)
         removed: list[str] = []
-        if mode == "replace":
-            for (scope, doc_id, owner), keep in kept.items():
+        if mode == "replace" and kept:
+            docs = list(kept)
+            for doc_key, units in zip(docs, tx.docs.units_of(docs), strict=True):
                 # Only what the caller may destroy is replaced (_admit).
+                keep = kept[doc_key]
                 stale = [
-                    int(r["id"])
-                    for r in conn.execute(
-                        "SELECT id, scope, acl_owner, acl_groups FROM units"
-                        " WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
-                        (scope, doc_id, owner),
-                    )
-                    if int(r["id"]) not in keep and acl.may_destroy(principal, r)
+                    u.unit_id
+                    for u in units
+                    if u.unit_id not in keep and acl.may_destroy(principal, u.acl_view())
                 ]
                 if stale:
-                    removed += [r["unit_id"] for r in units_sql.delete_rows(conn, stale)]
+                    removed += [u.unit_id for u in tx.units.delete(stale)]
                     faults.point("ingest.replace.after_delete")
-                    touched_scopes.add(scope)
+                    touched_scopes.add(doc_key[0])
         if touched_scopes:
-            units_sql.bump_generations(conn, touched_scopes)
+            tx.units.bump_generations(touched_scopes)
             record = {
                 "scopes": sorted(touched_scopes),
                 "created": [u for o in outcomes if o.status == "created" for u in o.unit_ids],
                 "updated": [u for o in outcomes if o.status == "updated" for u in o.unit_ids],
                 "removed": removed,
-                "merkle_root": audit.merkle_root(content_hashes),
+                "merkle_root": merkle_root(content_hashes),
             }
-            audit.append(conn, self.deps.audit_key, principal, action, record)
+            tx.audit.append(principal, action, record)
         return outcomes
 
-    def _check_quota(
-        self, conn: sqlite3.Connection, principal: Principal, prepared: list[Prepared]
-    ) -> None:
+    def _check_quota(self, tx: StoreTx, principal: Principal, prepared: list[Prepared]) -> None:
         """Quota = distinct documents created; checked in the batch transaction (D-18)."""
         if principal.doc_quota is None:
             return
-        new_docs = set()
-        for p in prepared:
-            key = (p.scope, p.doc_id, p.acl_owner)
-            if key in new_docs:
-                continue
-            hit = conn.execute(
-                "SELECT 1 FROM docs WHERE scope = ? AND doc_id = ? AND acl_owner = ?", key
-            ).fetchone()
-            if hit is None:
-                new_docs.add(key)
+        new_docs = tx.quota.unknown_docs([(p.scope, p.doc_id, p.acl_owner) for p in prepared])
         if not new_docs:
             return
-        used = conn.execute(
-            "SELECT COUNT(*) FROM docs WHERE created_by = ?", (principal.name,)
-        ).fetchone()[0]
+        used = tx.quota.docs_used(principal.name)
         if used + len(new_docs) > principal.doc_quota:
             raise QuotaExceededError(
                 f"document quota exceeded: {used} used of {principal.doc_quota}, "
@@ -511,3 +497,7 @@ class Ingestor:
                 used=used,
                 requested=len(new_docs),
             )
+
+
+def _key(p: Prepared) -> IdempotencyKey:
+    return (p.scope, p.doc_id, p.acl_owner, p.content_hash)

@@ -51,6 +51,10 @@ class UnitRecord:
     event_at: int | None = None
     object_key: str | None = None
     object_sha: str | None = None
+    # Written, not read back (a read leaves them at these defaults): the title line later
+    # chunks are indexed with, and whose quota and usage count the Unit (empty: the owner).
+    context: str = ""
+    created_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,13 @@ class Lease:
     token: str
     attempt: int
     payload_json: str
+    # Who queued the job and for what: its Units are written as this principal, in this
+    # scope, with this owner and these groups.
+    principal: str = ""
+    scope: str = ""
+    acl_owner: str = ""
+    acl_groups: tuple[str, ...] = ()
+    max_attempts: int = 1
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,8 @@ class JobRecord:
     attempts: int
     scope: str
     acl_owner: str
+    acl_groups: tuple[str, ...] = ()
+    result_json: str | None = None  # a done job's output, as JSON text
 
 
 @dataclass(frozen=True)
@@ -165,6 +178,11 @@ class JobQueue(Protocol):
 
     def depth(self) -> Mapping[str, int]: ...
 
+    @property
+    def lease_s(self) -> float:
+        """How long a lease holds without a heartbeat."""
+        ...
+
 
 class Outbox(Protocol):
     def head(self) -> int:
@@ -202,6 +220,17 @@ class UnitWriter(Protocol):
         """Store a Unit and queue its index add (one outbox operation)."""
         ...
 
+    def insert_many(self, units: Sequence[UnitRecord], vectors: Vector) -> None:
+        """:meth:`insert` for a batch (``vectors`` row ``i`` is ``units[i]``'s)."""
+        ...
+
+    def import_batch(self, units: Sequence[UnitRecord], vectors: Vector, actor: str) -> int:
+        """A bulk import's batch in full: the Units whose idempotency key is new, their index
+        adds, the documents they create (for ``actor``), the generations and one ``import``
+        audit record naming the backend's own range of rows (D-175). Returns how many were
+        stored."""
+        ...
+
     def delete(self, unit_ids: Sequence[str]) -> list[UnitRecord]:
         """Delete Units and queue their index removals; returns what was deleted."""
         ...
@@ -218,6 +247,14 @@ class UnitWriter(Protocol):
 class JobWriter(Protocol):
     def enqueue(self, spec: JobSpec) -> str:
         """Queue a job; returns its id."""
+        ...
+
+    def find(self, dedupe_key: str) -> JobRecord | None:
+        """The newest job queued under ``dedupe_key`` that has not failed."""
+        ...
+
+    def set_groups(self, job_id: str, groups: Sequence[str]) -> None:
+        """Re-permission what a job writes (a done job: the groups its Units were given)."""
         ...
 
     def complete(self, lease: Lease, result_json: str) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import faults
+from ..ids import merkle_root as merkle_root  # re-exported (storage/ids.py)
 
 if TYPE_CHECKING:
     from ...types import Principal
@@ -54,18 +55,6 @@ def load_key(path: Path | None) -> bytes:
 
 def chain_hash(key: bytes, prev_hash: str, record: Any) -> str:
     return hmac.new(key, prev_hash.encode() + canonical_json(record), hashlib.sha256).hexdigest()
-
-
-def merkle_root(hashes: list[str]) -> str:
-    """Root over content hashes: a batch record proves its content without holding it."""
-    level = [
-        bytes.fromhex(h) if len(h) == 64 else hashlib.sha256(h.encode()).digest() for h in hashes
-    ] or [b"\0" * 32]
-    while len(level) > 1:
-        if len(level) % 2:
-            level.append(level[-1])
-        level = [hashlib.sha256(level[i] + level[i + 1]).digest() for i in range(0, len(level), 2)]
-    return level[0].hex()
 
 
 def tenant_of(scope: str) -> str:

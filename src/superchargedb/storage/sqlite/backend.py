@@ -3,171 +3,43 @@ USearch as the derived vector index, the derived sparse lexical index, blobs as 
 
 A thin layer over the catalog modules beside it (units, jobs, audit, objects, index_sync): it
 renders a ``ReadFilter`` with ``filter_sql`` and turns rows into domain records, so that what
-crosses the seam is plain data. The steps a broken variant of the contract tests replaces are
-methods of their own (``_where``, ``_insert``, ``_claim``, ``_audit_append``).
+crosses the seam is plain data. The write transaction and the job queue are the write side's
+(``writes.py``). The steps a broken variant of the contract tests replaces are methods of their
+own (``_where`` here; ``_insert``, ``_claim``, ``_audit_append`` there).
 """
 
 from __future__ import annotations
 
-import json
-import sqlite3
-import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...query_terms import query_terms
 from ...readfilter import ReadFilter
-from ...types import Locator, Principal
 from ..lock import DataDirLock
-from ..protocols import (
-    AuditReport,
-    Backend,
-    BlobInfo,
-    JobRecord,
-    JobSpec,
-    JobState,
-    Lease,
-    LeaseLostError,
-    Scored,
-    UnitRecord,
-    Vector,
-)
+from ..protocols import AuditReport, Backend, BlobInfo, Scored, UnitRecord, Vector
 from ..protocols_auth import AuthStore
 from ..vectors import VectorStore
 from . import audit as audit_mod
 from . import units as units_sql
+from .bulk_load import SqliteBulkLoad
 from .catalog import Catalog
 from .filter_sql import where_sql
 from .index_sync import IndexSync
-from .jobs import Job, LeaseLost
 from .jobs import JobQueue as SqlJobQueue
 from .objects import FileBlobStore
-from .principals import SqlitePrincipals
 from .search_store import ExactScan, SqliteSearchStore
 from .sessions import SqliteSessions
 from .sparse import SparseIndex
+from .write_rows import unit_record
+from .writes import SqliteWriteStore
 
 
-def _record(r: sqlite3.Row) -> UnitRecord:
-    return UnitRecord(
-        unit_id=r["unit_id"],
-        scope=r["scope"],
-        doc_id=r["doc_id"],
-        plane=r["plane"],
-        modality=r["modality"],
-        text=r["text"],
-        acl_owner=r["acl_owner"],
-        acl_groups=tuple(json.loads(r["acl_groups"])),
-        content_hash=r["content_hash"],
-        source_uri=r["source_uri"] or None,
-        mime=r["mime"],
-        locator=Locator.from_row(r),
-        chunk_index=r["chunk_idx"],
-        chunk_count=r["n_chunks"],
-        created_at=r["created_at"],
-        event_at=r["event_at"],
-        object_key=r["object_key"],
-        object_sha=r["object_sha"],
-    )
-
-
-def _lease(job: Job) -> Lease:
-    return Lease(job.id, job.kind, job.token, job.attempts, json.dumps(job.payload))
-
-
-@dataclass
-class _Tx:
-    """The Protocols' ``WriteTx`` over one open SQLite write transaction."""
-
-    backend: SqliteBackend
-    conn: sqlite3.Connection
-
-    @property
-    def units(self) -> _Tx:
-        return self
-
-    @property
-    def jobs(self) -> _TxJobs:
-        return _TxJobs(self.backend, self.conn)
-
-    @property
-    def audit(self) -> _TxAudit:
-        return _TxAudit(self.backend, self.conn)
-
-    @property
-    def kv(self) -> _Tx:
-        return self
-
-    @property
-    def principals(self) -> SqlitePrincipals:  # AuthTx (protocols_auth.py)
-        return SqlitePrincipals(self.conn)
-
-    # UnitWriter
-    def insert(self, unit: UnitRecord, vector: Vector) -> None:
-        self.backend._insert(self.conn, unit, vector)
-
-    def delete(self, unit_ids: Sequence[str]) -> list[UnitRecord]:
-        rows = [self.backend._row(self.conn, u) for u in unit_ids]
-        keep = [r for r in rows if r is not None]
-        units_sql.delete_rows(self.conn, [int(r["id"]) for r in keep])
-        return [_record(r) for r in keep]
-
-    def set_groups(self, unit_ids: Sequence[str], groups: Sequence[str]) -> None:
-        rows = [self.backend._row(self.conn, u) for u in unit_ids]
-        units_sql.update_acl(
-            self.conn, [int(r["id"]) for r in rows if r is not None], sorted(set(groups))
-        )
-
-    def bump_generations(self, scopes: Iterable[str]) -> None:
-        units_sql.bump_generations(self.conn, scopes)
-
-    # KVWriter
-    def set(self, key: str, value: str) -> None:
-        Catalog.kv_set(self.conn, key, value)
-
-
-@dataclass
-class _TxJobs:
-    backend: SqliteBackend
-    conn: sqlite3.Connection
-
-    def enqueue(self, spec: JobSpec) -> str:
-        return self.backend._queue.enqueue(
-            self.conn,
-            spec.kind,
-            json.loads(spec.payload_json),
-            principal=spec.principal,
-            scope=spec.scope,
-            acl_owner=spec.acl_owner,
-            acl_groups=list(spec.acl_groups),
-            dedupe_key=spec.dedupe_key,
-        )
-
-    def complete(self, lease: Lease, result_json: str) -> None:
-        try:
-            self.backend._queue.complete(
-                self.conn, self.backend._job(lease), json.loads(result_json)
-            )
-        except LeaseLost as exc:
-            raise LeaseLostError(lease.job_id) from exc
-
-
-@dataclass
-class _TxAudit:
-    backend: SqliteBackend
-    conn: sqlite3.Connection
-
-    def append(self, actor: Principal | str, action: str, record: Mapping[str, object]) -> str:
-        return self.backend._audit_append(self.conn, actor, action, dict(record))
-
-
-class SqliteBackend:
-    """The storage Protocols over one data dir (``Backend`` in ``protocols.py``)."""
+class SqliteBackend(SqliteWriteStore):
+    """The storage Protocols over one data dir (``Backend`` in ``protocols.py``): the write
+    side (``writes.py``) with the derived indexes and the readers over it."""
 
     def __init__(
         self,
@@ -181,12 +53,9 @@ class SqliteBackend:
         lexical_backend: str = "sparse",
         lock: DataDirLock | None = None,
     ) -> None:
-        self.catalog = catalog
+        super().__init__(catalog, queue, audit_key, model_id, lambda: sync.applied_seq)
         self.sync = sync
         self.blobs = blobs
-        self._queue = queue
-        self.audit_key = audit_key
-        self.model_id = model_id
         self._lock = lock
         self._search = SqliteSearchStore(
             catalog,
@@ -198,8 +67,6 @@ class SqliteBackend:
             where=lambda rf, seq: self._where(rf, seq),
         )
         self._leg = self._search.lexical
-        self._leases: dict[str, Job] = {}
-        self._leases_lock = threading.Lock()
 
     @classmethod
     def open(
@@ -263,10 +130,6 @@ class SqliteBackend:
         return self._search
 
     @property
-    def jobs(self) -> _Jobs:
-        return _Jobs(self)
-
-    @property
     def outbox(self) -> _Outbox:
         return _Outbox(self)
 
@@ -279,17 +142,12 @@ class SqliteBackend:
         return _KV(self.catalog)
 
     @property
-    def principals(self) -> SqlitePrincipals:  # AuthStore (protocols_auth.py)
-        return SqlitePrincipals(self.catalog.reader())
-
-    @property
     def sessions(self) -> SqliteSessions:
         return SqliteSessions(self.catalog)
 
-    @contextmanager
-    def write(self) -> Iterator[_Tx]:
-        with self.catalog.write_lock(), self.catalog.write() as conn:
-            yield _Tx(self, conn)
+    @property
+    def bulk(self) -> SqliteBulkLoad:
+        return SqliteBulkLoad(self.catalog, self.sync)
 
     def close(self) -> None:
         try:
@@ -305,58 +163,7 @@ class SqliteBackend:
     def _where(self, rf: ReadFilter, applied_seq: int | None) -> tuple[str, list[object]]:
         return where_sql(rf, applied_seq)
 
-    def _insert(self, conn: sqlite3.Connection, unit: UnitRecord, vector: Vector) -> int:
-        loc = unit.locator
-        event_at = unit.event_at if unit.event_at is not None else unit.created_at
-        row: dict[str, Any] = {
-            "unit_id": unit.unit_id,
-            "scope": unit.scope,
-            "doc_id": unit.doc_id,
-            "modality": unit.modality,
-            "plane": unit.plane,
-            "source_uri": unit.source_uri or "",
-            "mime": unit.mime,
-            "text": unit.text,
-            "acl_owner": unit.acl_owner,
-            "acl_groups": sorted(set(unit.acl_groups)),
-            "content_hash": unit.content_hash,
-            "chunk_idx": unit.chunk_index,
-            "n_chunks": unit.chunk_count,
-            **(loc.to_columns() if loc else {}),
-            "created_at": unit.created_at,
-            "event_at": event_at,
-            "t_bucket": event_at // 3_600_000,
-            "created_by": unit.acl_owner,
-            "model_id": self.model_id,
-            "object_key": unit.object_key,
-            "object_sha": unit.object_sha,
-        }
-        return units_sql.insert_unit(conn, row, vector)
-
-    def _claim(self) -> Job | None:
-        return self._queue.claim()
-
-    def _audit_append(
-        self, conn: sqlite3.Connection, actor: Principal | str, action: str, record: dict[str, Any]
-    ) -> str:
-        return audit_mod.append(conn, self.audit_key, actor, action, record)
-
     # -- helpers -----------------------------------------------------------------------------
-    def _row(self, conn: sqlite3.Connection, unit_id: str) -> sqlite3.Row | None:
-        return cast(
-            "sqlite3.Row | None",
-            conn.execute(
-                f"SELECT {units_sql.UNIT_COLUMNS} FROM units WHERE unit_id = ?", (unit_id,)
-            ).fetchone(),
-        )
-
-    def _job(self, lease: Lease) -> Job:
-        with self._leases_lock:
-            job = self._leases.get(lease.token)
-        if job is None:
-            raise LeaseLostError(lease.job_id)
-        return job
-
     def _unit_ids(self, keys: Sequence[int]) -> dict[int, str]:
         rows = units_sql.fetch_rows(self.catalog.reader(), list(keys))
         return {k: str(r["unit_id"]) for k, r in rows.items()}
@@ -447,7 +254,7 @@ class _Units:
             )
             .fetchone()
         )
-        return None if row is None else _record(row)
+        return None if row is None else unit_record(row)
 
     def generations(self, scopes: Sequence[str]) -> Mapping[str, int]:
         return units_sql.read_generations(self.b.catalog.reader(), list(scopes))
@@ -469,47 +276,6 @@ class _Audit:
         got = audit_mod.verify(self.b.catalog.reader(), self.b.audit_key)
         bad = got.get("first_bad_seq")
         return AuditReport(bool(got["ok"]), int(got.get("records", 0)), bad)
-
-
-class _Jobs:
-    def __init__(self, b: SqliteBackend) -> None:
-        self.b = b
-
-    def claim(self) -> Lease | None:
-        job = self.b._claim()
-        if job is None:
-            return None
-        with self.b._leases_lock:
-            self.b._leases[job.token] = job
-        return _lease(job)
-
-    def heartbeat(self, lease: Lease, progress: float) -> None:
-        try:
-            self.b._queue.heartbeat(self.b._job(lease), progress)
-        except LeaseLost as exc:
-            raise LeaseLostError(lease.job_id) from exc
-
-    def fail(self, lease: Lease, error: str, *, retry: bool) -> JobState:
-        try:
-            return cast(JobState, self.b._queue.fail(self.b._job(lease), error, retry=retry))
-        except LeaseLost as exc:
-            raise LeaseLostError(lease.job_id) from exc
-
-    def get(self, job_id: str) -> JobRecord | None:
-        r = (
-            self.b.catalog.reader()
-            .execute(
-                "SELECT id, kind, state, attempts, scope, acl_owner FROM jobs WHERE id = ?",
-                (job_id,),
-            )
-            .fetchone()
-        )
-        if r is None:
-            return None
-        return JobRecord(r[0], r[1], r[2], int(r[3]), r[4], r[5])
-
-    def depth(self) -> Mapping[str, int]:
-        return self.b._queue.depth()
 
 
 if TYPE_CHECKING:  # mypy checks the embedded backend against the seam

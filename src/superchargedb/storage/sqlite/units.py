@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
-import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -16,6 +14,8 @@ import numpy as np
 
 from ... import faults
 from ...readfilter import ancestors
+from ..ids import now_ms as now_ms  # re-exported: the clock and ids live in storage/ids.py
+from ..ids import uuid7 as uuid7
 from .acl_tokens import acl_tokens
 
 UNIT_COLUMNS = (
@@ -24,22 +24,6 @@ UNIT_COLUMNS = (
     " shot_idx, page, bbox_x0, bbox_y0, bbox_x1, bbox_y1, created_at, event_at, t_bucket, seq,"
     " object_key, object_sha"
 )
-
-
-def uuid7() -> str:
-    """A time-ordered UUIDv7 (RFC 9562)."""
-    ms = int(time.time() * 1000)
-    rand = uuid.uuid4().int & ((1 << 74) - 1)
-    value = (ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= (rand >> 62) << 64
-    value |= 0b10 << 62
-    value |= rand & ((1 << 62) - 1)
-    return str(uuid.UUID(int=value))
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def find_by_key(

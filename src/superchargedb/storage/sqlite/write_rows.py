@@ -1,0 +1,217 @@
+"""SQL the write rules read and the rows beside the Units they write: documents, quota,
+usage, word tables, object entries (``DocWriter``, ``QuotaLedger``, ``UsageWriter``,
+``WordWriter``, ``ObjectRowWriter`` in ``protocols_writes.py``).
+
+Each class runs on a connection it is handed: the caller's open write transaction (inside
+``write()``, so a check and the write it guards are one transaction, D-18) or the thread's read
+connection. The statements are the ones the ingest pipeline, the deletes and the meter ran
+themselves before the seam, unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+
+from ...types import Locator
+from ..protocols import UnitRecord
+from ..protocols_writes import DocKey, IdempotencyKey, MediaUse, StoredUnit, UsageCount, Word
+from . import unit_words
+from .filter_sql import scope_sql
+
+Conn = Callable[[], sqlite3.Connection]
+_STORED = "unit_id, scope, doc_id, acl_owner, acl_groups, content_hash, plane"
+
+
+def unit_record(r: sqlite3.Row) -> UnitRecord:
+    return UnitRecord(
+        unit_id=r["unit_id"],
+        scope=r["scope"],
+        doc_id=r["doc_id"],
+        plane=r["plane"],
+        modality=r["modality"],
+        text=r["text"],
+        acl_owner=r["acl_owner"],
+        acl_groups=tuple(json.loads(r["acl_groups"])),
+        content_hash=r["content_hash"],
+        source_uri=r["source_uri"] or None,
+        mime=r["mime"],
+        locator=Locator.from_row(r),
+        chunk_index=r["chunk_idx"],
+        chunk_count=r["n_chunks"],
+        created_at=r["created_at"],
+        event_at=r["event_at"],
+        object_key=r["object_key"],
+        object_sha=r["object_sha"],
+    )
+
+
+def _stored(r: sqlite3.Row) -> StoredUnit:
+    return StoredUnit(
+        r["unit_id"],
+        r["scope"],
+        r["doc_id"],
+        r["acl_owner"],
+        tuple(json.loads(r["acl_groups"])),
+        r["content_hash"],
+        r["plane"],
+    )
+
+
+class SqlDocs:
+    def __init__(self, conn: Conn, applied: Callable[[], int | None] | None) -> None:
+        self.conn = conn
+        self.applied = applied
+
+    def find(self, keys: Sequence[IdempotencyKey]) -> list[list[StoredUnit]]:
+        c = self.conn()
+        return [
+            [
+                _stored(r)
+                for r in c.execute(
+                    f"SELECT {_STORED} FROM units WHERE scope = ? AND doc_id = ?"
+                    " AND acl_owner = ? AND content_hash = ? ORDER BY chunk_idx",
+                    key,
+                )
+            ]
+            for key in keys
+        ]
+
+    def units_of(self, docs: Sequence[DocKey]) -> list[list[StoredUnit]]:
+        c = self.conn()
+        return [
+            [
+                _stored(r)
+                for r in c.execute(
+                    f"SELECT {_STORED} FROM units WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
+                    doc,
+                )
+            ]
+            for doc in docs
+        ]
+
+    def in_scopes(
+        self, scopes: Sequence[str], *, doc_id: str | None = None, unit_id: str | None = None
+    ) -> list[StoredUnit]:
+        s_sql, params = scope_sql("u.scope", scopes)
+        first: list[object]
+        if unit_id is not None:
+            where, first = "u.unit_id = ?", [unit_id]
+            applied = self.applied() if self.applied is not None else None
+            if applied is not None:  # a Unit not applied yet is not there for its reader
+                where += " AND u.seq <= ?"
+                first.append(applied)
+        else:
+            where, first = "u.doc_id = ?", [doc_id]
+        cols = ", ".join(f"u.{c.strip()}" for c in _STORED.split(","))
+        rows = self.conn().execute(
+            f"SELECT {cols} FROM units u WHERE {where} AND {s_sql}", (*first, *params)
+        )
+        return [_stored(r) for r in rows]
+
+    def reserve(self, docs: Iterable[DocKey], created_by: str, at_ms: int) -> None:
+        self.conn().executemany(
+            "INSERT OR IGNORE INTO docs(scope, doc_id, acl_owner, created_by, created_at)"
+            " VALUES (?,?,?,?,?)",
+            [(s, d, o, created_by, at_ms) for s, d, o in docs],
+        )
+
+
+class SqlQuota:
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    def docs_used(self, principal: str) -> int:
+        row = (
+            self.conn()
+            .execute("SELECT COUNT(*) FROM docs WHERE created_by = ?", (principal,))
+            .fetchone()
+        )
+        return int(row[0])
+
+    def unknown_docs(self, docs: Sequence[DocKey]) -> set[DocKey]:
+        c = self.conn()
+        return {
+            d
+            for d in dict.fromkeys(docs)
+            if c.execute(
+                "SELECT 1 FROM docs WHERE scope = ? AND doc_id = ? AND acl_owner = ?", d
+            ).fetchone()
+            is None
+        }
+
+    def media_use(self, principal: str) -> MediaUse:
+        c = self.conn()
+        n, size = c.execute(
+            "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM objects WHERE acl_owner = ?",
+            (principal,),
+        ).fetchone()
+        pages = c.execute(
+            "SELECT COUNT(*) FROM (SELECT DISTINCT scope, doc_id, acl_owner, page FROM units"
+            " WHERE created_by = ? AND object_key IS NOT NULL AND plane = 'doc_visual')",
+            (principal,),
+        ).fetchone()[0]
+        media_ms = c.execute(
+            "SELECT COALESCE(SUM(m), 0) FROM (SELECT MAX(t_end_ms) AS m FROM units"
+            " WHERE created_by = ? AND object_key IS NOT NULL AND t_end_ms IS NOT NULL"
+            " GROUP BY scope, doc_id, acl_owner)",
+            (principal,),
+        ).fetchone()[0]
+        return MediaUse(int(n), int(size), int(pages), int(media_ms))
+
+    def media_reserved(self, principal: str) -> tuple[int, int]:
+        pages, ms = (
+            self.conn()
+            .execute(
+                "SELECT COALESCE(SUM(json_extract(payload, '$.cost_pages')), 0),"
+                " COALESCE(SUM(json_extract(payload, '$.cost_ms')), 0) FROM jobs"
+                " WHERE principal = ? AND kind = 'derive' AND state IN ('queued', 'running')",
+                (principal,),
+            )
+            .fetchone()
+        )
+        return int(pages), int(ms)
+
+
+class SqlUsage:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def add(self, counts: Sequence[UsageCount]) -> None:
+        self.conn.executemany(
+            "INSERT INTO usage_daily(principal, day, route, requests, cost_micro_usd)"
+            " VALUES (?,?,?,?,?) ON CONFLICT(principal, day, route) DO UPDATE SET"
+            " requests = requests + excluded.requests,"
+            " cost_micro_usd = cost_micro_usd + excluded.cost_micro_usd",
+            [(c.principal, c.day, c.route, c.requests, c.cost_micro_usd) for c in counts],
+        )
+
+
+class SqlWords:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def put(self, unit_id: str, words: Sequence[Word]) -> None:
+        row = self.conn.execute("SELECT id FROM units WHERE unit_id = ?", (unit_id,)).fetchone()
+        table = [
+            {
+                "start": w.start,
+                "end": w.end,
+                "t_start_ms": w.t_start_ms,
+                "t_end_ms": w.t_end_ms,
+                "page": w.page,
+                "box": w.box,
+                "conf": w.conf,
+            }
+            for w in words
+        ]
+        unit_words.put(self.conn, int(row[0]), table)
+
+
+class SqlObjectRows:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def remove(self, key: str, owner: str) -> None:
+        self.conn.execute("DELETE FROM objects WHERE key = ? AND acl_owner = ?", (key, owner))
