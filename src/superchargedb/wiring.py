@@ -30,7 +30,7 @@ from .metrics import Metrics
 from .models.embedder import Embedder, make_embedder
 from .models.executor import EmbedExecutor
 from .ratelimit import make_limiter
-from .search.cache import ResultCache
+from .search.cache import make_result_cache
 from .search.hybrid import Searcher
 from .search.rerank import make_reranker
 from .service import Service
@@ -96,6 +96,26 @@ def providers(s: Settings) -> list[ChatProvider]:
     return out
 
 
+def blob_store(s: Settings, data: Path) -> FileBlobStore:
+    """The objects' blobs: files under the data dir, or an S3 bucket when one is set (D-190),
+    with its upload temp files and local copies in the same ``objects/`` folder."""
+    if not s.s3_endpoint_url:
+        return FileBlobStore(data / "objects")
+    from .storage.s3.client import make_client
+    from .storage.s3.objects import S3BlobStore
+
+    client = make_client(s.s3_endpoint_url, s.s3_access_key, s.s3_secret_key, s.s3_region)
+    store = S3BlobStore(
+        client,
+        s.s3_bucket,
+        data / "objects",
+        prefix=s.s3_prefix,
+        cache_max_bytes=s.s3_cache_max_bytes,
+    )
+    store.check()  # a wrong endpoint, bucket or key stops the start, not the first upload
+    return store
+
+
 def build_components(settings: Settings, embedder: Embedder | None = None) -> Components:
     """Lock the data dir and build every part over it (nothing started yet)."""
     s = settings
@@ -112,6 +132,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
     threadpool_limits(limits=s.blas_threads, user_api="blas")
     emb: EmbedExecutor | None = None
     try:
+        blobs = blob_store(s, data)
         emb = _executor(s, embedder)
         catalog = Catalog(
             data / "catalog.db",
@@ -121,6 +142,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
             reader_mmap_mb=s.sqlite_reader_mmap_mb,
         )
         audit_key = audit.load_key(s.audit_key_file)
+        cache = make_result_cache(s, audit_key)  # its namespace: this deployment's (D-191)
         audit_anchor = audit.anchor_path(data, s.audit_anchor_file)
         if stale_count(catalog, emb.model_id):
             raise UnavailableError(
@@ -147,7 +169,6 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         Localizer(emb),
         words=lambda unit_ids: unit_words.for_unit_ids(catalog.reader(), unit_ids),
     )
-    blobs = FileBlobStore(data / "objects")
     jobs = JobQueue(catalog, s.job_lease_s, s.job_max_attempts, owner_kind="server")
     # Before any request or worker thread: what a crash left behind can have no live owner.
     swept: dict[str, Any] | None
@@ -166,7 +187,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         audit_anchor=audit_anchor,
         store=store,
         sync=sync,
-        cache=ResultCache(s.cache_max_bytes),
+        cache=cache,
         limiter=make_limiter(s),
         reranker=reranker,
         searcher=searcher,
@@ -217,7 +238,7 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
         settings=s,
         catalog=catalog,
         embedder=emb,
-        blobs=FileBlobStore(data / "objects"),
+        blobs=blob_store(s, data),
         jobs=jobs,
         audit_key=audit.load_key(s.audit_key_file),
     )

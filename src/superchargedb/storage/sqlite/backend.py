@@ -33,6 +33,7 @@ from ..protocols import (
     JobState,
     Lease,
     LeaseLostError,
+    ObjectStore,
     Scored,
     UnitRecord,
     Vector,
@@ -173,6 +174,7 @@ class SqliteBackend:
         *,
         lexical_backend: str = "sparse",
         lock: DataDirLock | None = None,
+        objects: ObjectStore | None = None,
     ) -> None:
         self.catalog = catalog
         self.sync = sync
@@ -181,6 +183,8 @@ class SqliteBackend:
         self.audit_key = audit_key
         self.model_id = model_id
         self._lock = lock
+        # The blobs' own Protocol view when they live elsewhere (an S3 bucket: ranged GETs).
+        self._objects = objects
         self._leg = LexicalLeg(lexical_backend, sync.lexical, lambda: sync.ready)
         self._leases: dict[str, Job] = {}
         self._leases_lock = threading.Lock()
@@ -196,6 +200,8 @@ class SqliteBackend:
         lexical_backend: str = "sparse",
         lease_s: float = 300.0,
         max_attempts: int = 3,
+        blobs: FileBlobStore | None = None,
+        objects: ObjectStore | None = None,
     ) -> SqliteBackend:
         """Lock ``data`` and open (or create) its catalog and indexes, replaying the outbox."""
         data.mkdir(parents=True, exist_ok=True)
@@ -213,7 +219,7 @@ class SqliteBackend:
             lock.release()
             raise
         queue = SqlJobQueue(catalog, lease_s, max_attempts, owner_kind="server")
-        blobs = FileBlobStore(data / "objects")
+        blobs = blobs or FileBlobStore(data / "objects")
         return cls(
             catalog,
             sync,
@@ -223,6 +229,7 @@ class SqliteBackend:
             model_id,
             lexical_backend=lexical_backend,
             lock=lock,
+            objects=objects,
         )
 
     # -- the Protocols' attributes (one object serves several small Protocols) ---------------
@@ -251,8 +258,8 @@ class SqliteBackend:
         return _Outbox(self)
 
     @property
-    def objects(self) -> _Objects:
-        return _Objects(self.blobs)
+    def objects(self) -> ObjectStore:
+        return self._objects or _Objects(self.blobs)
 
     @property
     def kv(self) -> _KV:
