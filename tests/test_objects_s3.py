@@ -201,3 +201,21 @@ def test_an_unreachable_store_is_a_503(s3_local: Path) -> None:
     with pytest.raises(UnavailableError):
         store.put([b"bytes"], 100)
     assert list((s3_local / "tmp").iterdir()) == []  # the staged upload was discarded
+
+
+def test_the_start_up_sweep_removes_only_old_unreferenced_blobs(
+    store: S3BlobStore, client: Any, seaweedfs: S3Endpoint, s3_prefix: str
+) -> None:
+    import time
+
+    kept, _ = store.put([b"a blob a catalog row names"], 100)
+    orphan, _ = store.put([b"uploaded, then the process died before its row"], 100)
+    stray = s3_prefix + "blobs/aa/bb/not-a-blob"  # not our layout: never touched
+    client.put_object(Bucket=seaweedfs.bucket, Key=stray, Body=b"x")
+    # Too recent: another process may be uploading it right now.
+    assert store.sweep_remote({kept}, before=time.time() - 600) == {"blobs": 0, "bytes": 0}
+    assert store.exists(orphan)
+    got = store.sweep_remote({kept}, before=time.time() + 60)
+    assert got == {"blobs": 1, "bytes": len(b"uploaded, then the process died before its row")}
+    assert store.exists(kept) and not store.exists(orphan)
+    assert stray in keys(client, seaweedfs.bucket, s3_prefix)

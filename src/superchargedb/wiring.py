@@ -36,11 +36,17 @@ from .search.rerank import make_reranker
 from .service import Service
 from .settings import Settings
 from .storage.lock import DataDirLock
+from .storage.s3.objects import S3BlobStore
 from .storage.sqlite import audit, unit_words
 from .storage.sqlite.catalog import Catalog
 from .storage.sqlite.index_sync import IndexSync
 from .storage.sqlite.jobs import JobQueue
-from .storage.sqlite.objects import FileBlobStore, sweep_orphans
+from .storage.sqlite.objects import (
+    ORPHAN_GRACE_S,
+    FileBlobStore,
+    referenced_blobs,
+    sweep_orphans,
+)
 from .storage.sqlite.reindex import stale_count
 from .storage.sqlite.sparse import SparseIndex
 from .storage.vectors import VectorStore
@@ -102,7 +108,6 @@ def blob_store(s: Settings, data: Path) -> FileBlobStore:
     if not s.s3_endpoint_url:
         return FileBlobStore(data / "objects")
     from .storage.s3.client import make_client
-    from .storage.s3.objects import S3BlobStore
 
     client = make_client(s.s3_endpoint_url, s.s3_access_key, s.s3_secret_key, s.s3_region)
     store = S3BlobStore(
@@ -174,6 +179,10 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
     swept: dict[str, Any] | None
     try:
         swept = sweep_orphans(catalog.reader(), blobs.root, locked_at)
+        if isinstance(blobs, S3BlobStore):  # the bucket may be shared: only old orphans
+            swept["bucket"] = blobs.sweep_remote(
+                referenced_blobs(catalog.reader()), time.time() - ORPHAN_GRACE_S
+            )
     except Exception:  # reclaiming space must never keep the server from starting
         log.exception("object store sweep failed")
         swept = None

@@ -203,6 +203,27 @@ class S3BlobStore(FileBlobStore):
         self._drop_local(sha256)
         return True
 
+    def sweep_remote(self, refs: set[str], before: float) -> dict[str, int]:
+        """Delete bucket blobs under this prefix that nothing references and that were last
+        written before ``before`` (epoch s): what a crash between an upload and its catalog row
+        left. Another process sharing the bucket may be uploading now, so the caller passes a
+        time its uploads cannot predate (``ORPHAN_GRACE_S`` ago), never "now"."""
+        removed = {"blobs": 0, "bytes": 0}
+        pages = self.client.get_paginator("list_objects_v2")
+        with _s3_errors("list the bucket"):
+            for page in pages.paginate(Bucket=self.bucket, Prefix=self.prefix + "blobs/"):
+                for o in page.get("Contents", []):
+                    name = str(o["Key"]).rsplit("/", 1)[-1]
+                    if not _SHA.fullmatch(name) or o["Key"] != self.key(name) or name in refs:
+                        continue
+                    if o["LastModified"].timestamp() >= before:
+                        continue
+                    self.client.delete_object(Bucket=self.bucket, Key=o["Key"])
+                    self._drop_local(name)
+                    removed["blobs"] += 1
+                    removed["bytes"] += int(o["Size"])
+        return removed
+
     # -- local copies ------------------------------------------------------------------------
     def _keep_local(self, tmp: Path, sha256: str, size: int, needed: bool = False) -> None:
         """Make ``tmp`` the local copy. An upload's copy is kept only when it fits the cache
