@@ -67,3 +67,20 @@ def test_zz_the_blobs_went_to_the_bucket(
     assert r.json()["etag"] == f'"{sha}"'
     got = client.get("/v1/objects/acme/alpha/backend/where.txt", headers=objects.ALICE)
     assert got.headers["etag"] == f'"{sha}"'
+
+
+def test_zz_the_doctor_asks_the_bucket(seaweedfs: S3Endpoint, svc: Any, client: Any) -> None:
+    r = client.put(
+        "/v1/objects/acme/alpha/backend/doctor.txt",
+        headers={**objects.ALICE, "Content-Type": "text/plain"},
+        content=b"a blob the doctor looks for",
+    )
+    sha = r.json()["sha256"]
+    local = svc.blobs.root / sha[:2] / sha[2:4] / sha
+    local.unlink()  # a local copy is disposable: its absence is no loss
+    report = svc.doctor()["objects"]
+    assert report["ok"] and report["missing_blobs"] == []
+    s3 = make_client(seaweedfs.url, seaweedfs.access_key, seaweedfs.secret_key)
+    s3.delete_object(Bucket=seaweedfs.bucket, Key=svc.blobs.key(sha))  # lost in the bucket
+    report = svc.doctor()["objects"]
+    assert not report["ok"] and report["missing_blobs"] == [sha]

@@ -132,6 +132,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
                 self.store,
                 self.sync.lexical,
                 objects_root=self.blobs.root,
+                blob_exists=self.blobs.exists,
                 swept=self.swept,
             )
 
