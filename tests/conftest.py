@@ -22,6 +22,8 @@ from superchargedb.service import Service
 from superchargedb.settings import Settings
 from superchargedb.wiring import open_service
 
+pytest_plugins = ["stack_engines"]  # SeaweedFS / Valkey fixtures, started on first use
+
 # The audit key and anchors live outside any data dir; keep both away from the real home.
 os.environ.setdefault("SCDB_AUDIT_KEY", "11" * 32)
 os.environ.setdefault("XDG_CONFIG_HOME", tempfile.mkdtemp(prefix="scdb-config-"))

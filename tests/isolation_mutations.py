@@ -51,18 +51,19 @@ _real_cache_key = cache.cache_key
 
 
 def _cache_groups_only(
-    endpoint: str, query: Any, scopes: Any, principal: Any, gens: Any, v: str
+    endpoint: str, query: Any, scopes: Any, principal: Any, gens: Any, v: str, rf: Any = None
 ) -> str:
     """A key on groups alone: two principals with the same groups share entries."""
     anon = dataclasses.replace(principal, id="-", perms=frozenset())
-    return _real_cache_key(endpoint, query, scopes, anon, gens, v)
+    anon_rf = None if rf is None else dataclasses.replace(rf, principal="-")
+    return _real_cache_key(endpoint, query, scopes, anon, gens, v, anon_rf)
 
 
 def _cache_no_generations(
-    endpoint: str, query: Any, scopes: Any, principal: Any, gens: Any, v: str
+    endpoint: str, query: Any, scopes: Any, principal: Any, gens: Any, v: str, rf: Any = None
 ):
     """A key without generations: a re-permission serves the old response."""
-    return _real_cache_key(endpoint, query, scopes, principal, {}, v)
+    return _real_cache_key(endpoint, query, scopes, principal, {}, v, rf)
 
 
 def _destroy_by_acl_alone(principal: Any, unit: Any) -> bool:

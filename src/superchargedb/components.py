@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .metrics import Metrics
     from .models.embedder import Embedder
     from .ratelimit import Limiter
-    from .search.cache import ResultCache
+    from .search.cache import Cache
     from .search.hybrid import Searcher
     from .search.rerank import Reranker
     from .settings import Settings
@@ -47,7 +47,7 @@ class Components:
     audit_anchor: Path
     store: VectorStore
     sync: IndexSync
-    cache: ResultCache
+    cache: Cache
     limiter: Limiter
     reranker: Reranker | None
     searcher: Searcher
@@ -83,6 +83,9 @@ class Components:
             self.sync.close()
             if isinstance(self.limiter, RedisLimiter):
                 self.limiter.close()
+            closer = getattr(self.cache, "close", None)  # the shared cache's connection
+            if closer is not None:
+                closer()
             if isinstance(self.embedder, EmbedExecutor):
                 self.embedder.close()
             self.catalog.close()

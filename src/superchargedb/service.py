@@ -142,6 +142,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
                 self.store,
                 self.sync.lexical,
                 objects_root=self.blobs.root,
+                blob_exists=self.blobs.exists,
                 swept=self.swept,
             )
 
@@ -223,6 +224,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
             principal,
             gens,
             f"{self.versions};{self.answerer.chain_version}",
+            rf,
         )
         if (cached := self._cached(key, t0)) is not None:
             return cached
@@ -307,7 +309,9 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         scopes = list(rf.scopes)
         # Caching off (cache_max_bytes=0): no key to hash (0.07 ms a search).
         key = (
-            cache_key("search", q.model_dump(mode="json"), scopes, principal, gens, self.versions)
+            cache_key(
+                "search", q.model_dump(mode="json"), scopes, principal, gens, self.versions, rf
+            )
             if self.cache.max_bytes > 0
             else ""
         )

@@ -11,6 +11,7 @@ import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -134,6 +135,21 @@ class Settings(BaseSettings):
     # Shared store for the buckets (redis://host:port/db); unset = in-process buckets.
     redis_url: str | None = None
     redis_prefix: str = "scdb:rl:"
+    # Where search/answer results are cached: in process, or in the shared store at redis_url
+    # (every API process serves what any of them computed; D-191). Generations keep it honest.
+    result_cache: Literal["memory", "redis"] = "memory"
+    redis_cache_prefix: str = "scdb:rc:"
+    redis_cache_ttl_s: int = Field(default=600, ge=1)
+
+    # Objects in an S3-compatible store (storage/s3/, D-190); unset = files under data_dir.
+    s3_endpoint_url: str | None = None
+    s3_bucket: str = "scdb"
+    s3_prefix: str = ""
+    s3_region: str = "us-east-1"
+    s3_access_key: str | None = None
+    s3_secret_key: str | None = None
+    # Local copies of S3 blobs (media derivation and GETs read files), LRU by bytes.
+    s3_cache_max_bytes: int = Field(default=1024 * 1024 * 1024, ge=0)
 
     # Admission control (admission.py): requests in flight per class (0 = unlimited), then a
     # short queue; beyond it, or after queue_wait_s, 503 `overloaded` with Retry-After. The

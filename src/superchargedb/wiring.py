@@ -30,13 +30,14 @@ from .metrics import Metrics
 from .models.embedder import Embedder, make_embedder
 from .models.executor import EmbedExecutor
 from .ratelimit import make_limiter
-from .search.cache import ResultCache
+from .search.cache import make_result_cache
 from .search.hybrid import Searcher
 from .search.rerank import make_reranker
 from .service import Service
 from .settings import Settings
 from .storage.lock import DataDirLock
 from .storage.protocols_reads import Maintenance
+from .storage.s3.objects import S3BlobStore
 from .storage.sqlite import audit, unit_words
 from .storage.sqlite.audit_trail import SqliteAuditTrail
 from .storage.sqlite.auth_store import SqliteAuthStore
@@ -47,7 +48,12 @@ from .storage.sqlite.index_sync import IndexSync
 from .storage.sqlite.job_views import SqliteJobViews
 from .storage.sqlite.jobs import JobQueue
 from .storage.sqlite.maintenance import SqliteMaintenance
-from .storage.sqlite.objects import FileBlobStore, sweep_orphans
+from .storage.sqlite.objects import (
+    ORPHAN_GRACE_S,
+    FileBlobStore,
+    referenced_blobs,
+    sweep_orphans,
+)
 from .storage.sqlite.reindex import stale_count
 from .storage.sqlite.search_store import ExactScan, SqliteSearchStore
 from .storage.sqlite.sparse import SparseIndex
@@ -105,6 +111,25 @@ def providers(s: Settings) -> list[ChatProvider]:
     return out
 
 
+def blob_store(s: Settings, data: Path) -> FileBlobStore:
+    """The objects' blobs: files under the data dir, or an S3 bucket when one is set (D-190),
+    with its upload temp files and local copies in the same ``objects/`` folder."""
+    if not s.s3_endpoint_url:
+        return FileBlobStore(data / "objects")
+    from .storage.s3.client import make_client
+
+    client = make_client(s.s3_endpoint_url, s.s3_access_key, s.s3_secret_key, s.s3_region)
+    store = S3BlobStore(
+        client,
+        s.s3_bucket,
+        data / "objects",
+        prefix=s.s3_prefix,
+        cache_max_bytes=s.s3_cache_max_bytes,
+    )
+    store.check()  # a wrong endpoint, bucket or key stops the start, not the first upload
+    return store
+
+
 def build_components(settings: Settings, embedder: Embedder | None = None) -> Components:
     """Lock the data dir and build every part over it (nothing started yet)."""
     s = settings
@@ -121,6 +146,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
     threadpool_limits(limits=s.blas_threads, user_api="blas")
     emb: EmbedExecutor | None = None
     try:
+        blobs = blob_store(s, data)
         emb = _executor(s, embedder)
         catalog = Catalog(
             data / "catalog.db",
@@ -130,6 +156,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
             reader_mmap_mb=s.sqlite_reader_mmap_mb,
         )
         audit_key = audit.load_key(s.audit_key_file)
+        cache = make_result_cache(s, audit_key)  # its namespace: this deployment's (D-191)
         audit_anchor = audit.anchor_path(data, s.audit_anchor_file)
         if stale_count(catalog, emb.model_id):
             raise UnavailableError(
@@ -164,12 +191,15 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         Localizer(emb),
         words=lambda unit_ids: unit_words.for_unit_ids(catalog.reader(), unit_ids),
     )
-    blobs = FileBlobStore(data / "objects")
     jobs = JobQueue(catalog, s.job_lease_s, s.job_max_attempts, owner_kind="server")
     # Before any request or worker thread: what a crash left behind can have no live owner.
     swept: dict[str, Any] | None
     try:
         swept = sweep_orphans(catalog.reader(), blobs.root, locked_at)
+        if isinstance(blobs, S3BlobStore):  # the bucket may be shared: only old orphans
+            swept["bucket"] = blobs.sweep_remote(
+                referenced_blobs(catalog.reader()), time.time() - ORPHAN_GRACE_S
+            )
     except Exception:  # reclaiming space must never keep the server from starting
         log.exception("object store sweep failed")
         swept = None
@@ -184,7 +214,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         audit_anchor=audit_anchor,
         store=store,
         sync=sync,
-        cache=ResultCache(s.cache_max_bytes),
+        cache=cache,
         limiter=make_limiter(s),
         reranker=reranker,
         searcher=searcher,
@@ -239,7 +269,7 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
         settings=s,
         store=SqliteWriteStore(catalog, jobs, audit.load_key(s.audit_key_file), emb.model_id),
         embedder=emb,
-        blobs=FileBlobStore(data / "objects"),
+        blobs=blob_store(s, data),
     )
     return WorkerContext(deps, Ingestor(deps), catalog.close)
 

@@ -19,7 +19,7 @@ import numpy as np
 from ...query_terms import query_terms
 from ...readfilter import ReadFilter
 from ..lock import DataDirLock
-from ..protocols import AuditReport, Backend, BlobInfo, Scored, UnitRecord, Vector
+from ..protocols import AuditReport, Backend, BlobInfo, ObjectStore, Scored, UnitRecord, Vector
 from ..protocols_auth import AuthStore
 from ..vectors import VectorStore
 from . import audit as audit_mod
@@ -52,11 +52,14 @@ class SqliteBackend(SqliteWriteStore):
         *,
         lexical_backend: str = "sparse",
         lock: DataDirLock | None = None,
+        objects: ObjectStore | None = None,
     ) -> None:
         super().__init__(catalog, queue, audit_key, model_id, lambda: sync.applied_seq)
         self.sync = sync
         self.blobs = blobs
         self._lock = lock
+        # The blobs' own Protocol view when they live elsewhere (an S3 bucket: ranged GETs).
+        self._objects = objects
         self._search = SqliteSearchStore(
             catalog,
             sync,
@@ -79,6 +82,8 @@ class SqliteBackend(SqliteWriteStore):
         lexical_backend: str = "sparse",
         lease_s: float = 300.0,
         max_attempts: int = 3,
+        blobs: FileBlobStore | None = None,
+        objects: ObjectStore | None = None,
     ) -> SqliteBackend:
         """Lock ``data`` and open (or create) its catalog and indexes, replaying the outbox."""
         data.mkdir(parents=True, exist_ok=True)
@@ -96,7 +101,7 @@ class SqliteBackend(SqliteWriteStore):
             lock.release()
             raise
         queue = SqlJobQueue(catalog, lease_s, max_attempts, owner_kind="server")
-        blobs = FileBlobStore(data / "objects")
+        blobs = blobs or FileBlobStore(data / "objects")
         return cls(
             catalog,
             sync,
@@ -106,6 +111,7 @@ class SqliteBackend(SqliteWriteStore):
             model_id,
             lexical_backend=lexical_backend,
             lock=lock,
+            objects=objects,
         )
 
     # -- the Protocols' attributes (one object serves several small Protocols) ---------------
@@ -134,8 +140,8 @@ class SqliteBackend(SqliteWriteStore):
         return _Outbox(self)
 
     @property
-    def objects(self) -> _Objects:
-        return _Objects(self.blobs)
+    def objects(self) -> ObjectStore:
+        return self._objects or _Objects(self.blobs)
 
     @property
     def kv(self) -> _KV:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +122,12 @@ def check_objects(
     root: Path,
     grace_s: float = ORPHAN_GRACE_S,
     swept: dict[str, Any] | None = None,
+    exists: Callable[[str], bool] | None = None,
 ) -> dict[str, Any]:
-    """Every referenced blob is on disk (else data is lost: not ok); orphans are only reported.
+    """Every referenced blob is stored (else data is lost: not ok); orphans are only reported.
+
+    ``exists`` asks the blob store (an S3 bucket: ``root`` then holds only local copies);
+    without it a blob is a file under ``root``.
 
     Orphans (upload temp files, blobs no row references) cost space, not data; the server removes
     them at its next start. Files younger than ``grace_s`` may belong to a request in flight.
@@ -131,7 +136,10 @@ def check_objects(
     missing = sorted(
         sha
         for sha in refs
-        if not (_BLOB.fullmatch(sha) and (root / sha[:2] / sha[2:4] / sha).is_file())
+        if not (
+            _BLOB.fullmatch(sha)
+            and (exists(sha) if exists else (root / sha[:2] / sha[2:4] / sha).is_file())
+        )
     )
     orphans = find_orphans(root, refs, time.time() - grace_s)
     out: dict[str, Any] = {
@@ -154,6 +162,7 @@ def doctor(
     *,
     objects_root: Path | None = None,
     swept: dict[str, Any] | None = None,
+    blob_exists: Callable[[str], bool] | None = None,
 ) -> dict[str, Any]:
     report: dict[str, Any] = {
         "integrity": check_integrity(catalog),
@@ -163,6 +172,6 @@ def doctor(
     if lexical is not None:
         report["lexical"] = check_lexical(catalog, lexical)
     if objects_root is not None:
-        report["objects"] = check_objects(catalog, objects_root, swept=swept)
+        report["objects"] = check_objects(catalog, objects_root, swept=swept, exists=blob_exists)
     report["ok"] = all(v["ok"] for v in report.values() if isinstance(v, dict))
     return report

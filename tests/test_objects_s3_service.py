@@ -1,0 +1,86 @@
+"""The service's object tests, again, with the objects in S3 (a real SeaweedFS): the same
+routes, rules and answers whether blobs are files or bucket objects (D-190).
+
+The tests are the embedded suites' own functions (imported, so they cannot drift); this module's
+autouse fixture points the settings at the bucket before their service fixtures build one, and
+the last test checks that the blobs really went to the bucket.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import test_hardening_objects as hardening
+import test_objects as objects
+from superchargedb.stack.seaweedfs import S3Endpoint
+from superchargedb.storage.s3.client import make_client
+from superchargedb.storage.s3.objects import S3BlobStore
+
+PREFIX = f"svc{secrets.token_hex(4)}/"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def objects_in_s3(seaweedfs: S3Endpoint) -> Iterator[S3Endpoint]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SCDB_S3_ENDPOINT_URL", seaweedfs.url)
+        mp.setenv("SCDB_S3_BUCKET", seaweedfs.bucket)
+        mp.setenv("SCDB_S3_PREFIX", PREFIX)
+        mp.setenv("SCDB_S3_ACCESS_KEY", seaweedfs.access_key)
+        mp.setenv("SCDB_S3_SECRET_KEY", seaweedfs.secret_key)
+        yield seaweedfs
+
+
+server = hardening.server
+http = hardening.http
+
+_SUITES = {"objects": objects, "hardening": hardening}
+# Embedded-only, each with its reason (none of them is about where the bytes are kept):
+EMBEDDED_ONLY = {
+    # a migration of an embedded catalog from an older schema: no service, no store
+    "test_migration_keeps_existing_objects_and_pins_their_units",
+}
+for _name, _mod in _SUITES.items():
+    for _attr in dir(_mod):
+        if _attr.startswith("test_") and _attr not in EMBEDDED_ONLY:
+            globals()[f"{_attr}__{_name}"] = getattr(_mod, _attr)
+
+
+def test_zz_the_blobs_went_to_the_bucket(
+    seaweedfs: S3Endpoint, svc: Any, client: Any, server: Any
+) -> None:
+    for s in (svc, server[0]):  # both suites' services
+        assert isinstance(s.blobs, S3BlobStore) and s.blobs.prefix == PREFIX
+    r = client.put(
+        "/v1/objects/acme/alpha/backend/where.txt",
+        headers={**objects.ALICE, "Content-Type": "text/plain"},
+        content=b"these bytes live in the bucket",
+    )
+    assert r.status_code == 201, r.text
+    sha = r.json()["sha256"]
+    s3 = make_client(seaweedfs.url, seaweedfs.access_key, seaweedfs.secret_key)
+    head = s3.head_object(Bucket=seaweedfs.bucket, Key=svc.blobs.key(sha))
+    assert head["ContentLength"] == len(b"these bytes live in the bucket")
+    assert r.json()["etag"] == f'"{sha}"'
+    got = client.get("/v1/objects/acme/alpha/backend/where.txt", headers=objects.ALICE)
+    assert got.headers["etag"] == f'"{sha}"'
+
+
+def test_zz_the_doctor_asks_the_bucket(seaweedfs: S3Endpoint, svc: Any, client: Any) -> None:
+    r = client.put(
+        "/v1/objects/acme/alpha/backend/doctor.txt",
+        headers={**objects.ALICE, "Content-Type": "text/plain"},
+        content=b"a blob the doctor looks for",
+    )
+    sha = r.json()["sha256"]
+    local = svc.blobs.root / sha[:2] / sha[2:4] / sha
+    local.unlink()  # a local copy is disposable: its absence is no loss
+    report = svc.doctor()["objects"]
+    assert report["ok"] and report["missing_blobs"] == []
+    s3 = make_client(seaweedfs.url, seaweedfs.access_key, seaweedfs.secret_key)
+    s3.delete_object(Bucket=seaweedfs.bucket, Key=svc.blobs.key(sha))  # lost in the bucket
+    report = svc.doctor()["objects"]
+    assert not report["ok"] and report["missing_blobs"] == [sha]
