@@ -135,3 +135,12 @@ def test_the_check_sees_a_leak() -> None:
 
     hints = typing.get_type_hints(Leaky.get, {"sqlite3": sqlite3, "typing": typing})
     assert any(_bad(str(h)) for h in hints.values())
+
+
+def test_architecture_lists_every_protocol() -> None:
+    """docs/architecture.md names every Protocol of the seam (a new one is documented)."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    missing = [p.__name__ for p in _protocols() if f"`{p.__name__}`" not in doc]
+    assert not missing, f"undocumented storage Protocols: {missing}"
