@@ -2,8 +2,10 @@
 
 A backend kind is a :class:`Kind`: how to open a store in a fresh directory, how to open a
 second writer on the same store (another process would), and how to simulate a crash (the
-process dies after a commit: nothing is flushed, checkpointed or closed cleanly). The server
-stack adds its kind here; every test in this package then runs against it.
+process dies after a commit: nothing is flushed, checkpointed or closed cleanly). Every test in
+this package runs against each kind: ``sqlite`` (the embedded default) and ``postgres`` (the
+server stack: a database per store on one PostgreSQL per test session, skipped when the stack
+extra is not installed).
 
 The variants each break one rule in a copy of the SQLite backend (a subclass overriding one
 step, never a switch in production code); ``test_teeth.py`` proves the suite fails on each.
@@ -181,7 +183,46 @@ class ForksAudit(SqliteBackend):
         return h
 
 
-KINDS = {"sqlite": sqlite_kind}
+def postgres_kind(lease_s: float = 300.0) -> Kind:
+    """A database per store directory on the session's PostgreSQL (``pg_stack.py``); a peer is a
+    second backend (its own pool) on the same database; a crash drops the backend's server
+    sessions from the server side and abandons its pool."""
+    import pg_stack
+
+    pg_stack.server()  # skips, naming the install command, without the stack extra
+    from superchargedb.storage.postgres.backend import PgBackend
+
+    def open_(path: Path) -> PgBackend:
+        return PgBackend.open(
+            pg_stack.database(path),
+            dim=DIM,
+            model_id=MODEL,
+            audit_key=KEY,
+            objects_dir=path / "objects",
+            lease_s=lease_s,
+        )
+
+    def peer(b: PgBackend) -> PgBackend:
+        return PgBackend.open(
+            b.url,
+            dim=DIM,
+            model_id=MODEL,
+            audit_key=KEY,
+            objects_dir=b.blobs.root,
+            lease_s=lease_s,
+        )
+
+    def crash(b: PgBackend) -> None:
+        pg_stack.terminate(b.application_name)
+        b.pool.close(timeout=1)  # its connections are dead already: nothing reaches the server
+
+    def close_peer(p: PgBackend) -> None:
+        p.close()
+
+    return Kind("PgBackend", open_, peer, crash, close_peer)
+
+
+KINDS = {"sqlite": sqlite_kind, "postgres": postgres_kind}
 VARIANTS = {
     cls.__name__: cls
     for cls in (IgnoresGroups, LikePrefix, AncestorScopes, DropsOutbox, ClaimsTwice, ForksAudit)
