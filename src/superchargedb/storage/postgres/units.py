@@ -92,13 +92,28 @@ def insert(cur: psycopg.Cursor[Any], unit: UnitRecord, vector: Vector, model_id:
     }
     names = ", ".join(cols)
     marks = ", ".join(["%s"] * len(cols))
+    terms = sorted(posts)
+    # One round trip: the row, its postings (positions as array literals: the lists are ragged)
+    # and its outbox operation.
     row = cur.execute(
-        f"INSERT INTO units({names}) VALUES ({marks}) RETURNING id".encode(), list(cols.values())
+        f"WITH u AS (INSERT INTO units({names}) VALUES ({marks}) RETURNING id),"
+        " p AS (INSERT INTO postings(term, unit, tf, pos) SELECT x.t, u.id, x.tf, x.p::integer[]"
+        " FROM u, unnest(%s::text[], %s::integer[], %s::text[]) AS x(t, tf, p)),"
+        " o AS (INSERT INTO outbox(op, plane, unit, d_docs, d_len, terms, d_df)"
+        " SELECT 'add', %s, u.id, 1, %s, %s::text[], 1 FROM u) SELECT id FROM u".encode(),
+        [
+            *cols.values(),
+            terms,
+            [posts[t][0] for t in terms],
+            ["{" + ",".join(map(str, posts[t][1])) + "}" for t in terms],
+            unit.plane,
+            dl,
+            terms,
+        ],
+        prepare=True,  # the same statement for every Unit: planned once per connection
     ).fetchone()
     assert row is not None
     key = int(row[0])
-    lexical.write_postings(cur, key, posts)
-    outbox.append(cur, "add", unit.plane, key, 1, dl, sorted(posts), 1)
     return key
 
 

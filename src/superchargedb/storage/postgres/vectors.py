@@ -8,9 +8,9 @@ until ``k`` rows pass the filter. So the rule (D-202):
 * count the Units the filter admits in the plane, stopping at ``exact_max + 1`` (a bounded scan
   of the btree/GIN filter indexes); at most ``exact_max``: **exact**, every admitted row's
   distance computed (recall 1.0), in a ``MATERIALIZED`` CTE the HNSW index cannot serve;
-* more: **HNSW** with iterative scan (``relaxed_order``, then re-sorted), ``ef_search`` at least
-  ``2k``; if it returns fewer than ``k`` rows, once more with four times the scan budget, then
-  exact.
+* more: **HNSW** with iterative scan (``relaxed_order``, then re-sorted), ``ef_search``
+  ``max(100, 4k)``; if it returns fewer than ``k`` rows, once more with four times the scan
+  budget, then exact.
 
 Scores are cosine similarities (``1 - distance``), best first, ties to the older Unit, as the
 embedded store returns them.
@@ -32,6 +32,10 @@ from .filter_sql import where_sql
 Plan = Literal["exact", "hnsw"]
 EXACT_MAX = 20_000  # the embedded store's exact_max: an exact scan of this many is ~10 ms
 MAX_SCAN_TUPLES = 20_000  # pgvector's default budget of an iterative scan
+# The scan's candidate list: 4k (the embedded store's unfiltered over-fetch), at least 100. On
+# 4,000 random 48-d vectors recall@10 was 0.94 / 0.98 / 0.99 / 1.0 at ef 40 / 64 / 100 / 200
+# unfiltered, 0.95 / 0.95 / 0.97 / 1.0 under a 20 % filter (30 queries).
+EF_MIN = 100
 
 
 def _query(vector: Vector) -> HalfVector | None:
@@ -81,7 +85,7 @@ def _hnsw(
     sql, params = hnsw_sql(plane, rf)
     with conn.transaction():
         conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, 2 * k))}".encode())
+        conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(EF_MIN, 4 * k))}".encode())
         conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {int(budget)}".encode())
         return conn.execute(sql.encode(), [q, *params, q, k]).fetchall()
 
