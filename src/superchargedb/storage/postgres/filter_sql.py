@@ -10,8 +10,9 @@ The same semantics as the embedded backend's ``storage/sqlite/filter_sql.py`` an
   served by the GIN index); a reader without groups reads only what it owns;
 * planes, modalities, doc ids, the event-time window and the request's ACL filter.
 
-PostgreSQL text cannot hold a NUL byte, and no stored value does: a filter value holding one (the
-``NO_MODALITY`` marker, or hostile input) matches nothing, so it is dropped before it is bound.
+PostgreSQL text cannot hold a NUL byte, and no stored value does (D-207): a filter value holding
+one (the ``NO_MODALITY`` marker, or hostile input) matches nothing, so it is dropped before it is
+bound.
 """
 
 from __future__ import annotations

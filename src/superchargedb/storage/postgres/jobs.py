@@ -88,10 +88,10 @@ def complete(cur: psycopg.Cursor[Any], lease: Lease, result_json: str) -> None:
     cur.execute(
         "UPDATE jobs SET state = 'done', progress = 1.0, result = %s, error = NULL,"
         f" lease_until = NULL, lease_owner = NULL, updated_at = {NOW}"
-        " WHERE id = %s AND lease_token = %s AND state = 'running'",
+        " WHERE id = %s AND lease_token = %s AND state = 'running' RETURNING id",
         (result_json, lease.job_id, lease.token),
     )
-    if cur.rowcount != 1:
+    if cur.fetchone() is None:  # a row read back (not rowcount): it syncs a pipelined write
         raise LeaseLostError(lease.job_id)
 
 

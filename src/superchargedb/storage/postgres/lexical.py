@@ -61,14 +61,6 @@ def postings(text: str) -> tuple[dict[str, tuple[int, list[int]]], int]:
     return {t: (min(len(p), TF_MAX), p) for t, p in pos.items()}, len(toks)
 
 
-def write_postings(
-    cur: psycopg.Cursor[Any], unit: int, posts: dict[str, tuple[int, list[int]]]
-) -> None:
-    with cur.copy("COPY postings (term, unit, tf, pos) FROM STDIN") as cp:
-        for term, (tf, pos) in posts.items():
-            cp.write_row((term, unit, tf, pos))
-
-
 def _phrases(query: str) -> list[tuple[int, tuple[str, ...]]]:
     """The query's phrases ``(query position, tokens)``; a word with no token is dropped (FTS5
     matches nothing for it, and the sparse index skips it)."""

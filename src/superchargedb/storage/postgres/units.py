@@ -55,9 +55,9 @@ def record(r: Mapping[str, Any]) -> UnitRecord:
     )
 
 
-def insert(cur: psycopg.Cursor[Any], unit: UnitRecord, vector: Vector, model_id: str) -> int:
-    """Store one Unit; returns its key. A NUL byte (which PostgreSQL text cannot hold) is
-    refused before anything is written."""
+def insert(cur: psycopg.Cursor[Any], unit: UnitRecord, vector: Vector, model_id: str) -> None:
+    """Store one Unit. Nothing is read back, so inserts stream in the write's pipeline. A NUL
+    byte (which PostgreSQL text cannot hold) is refused before anything is written (D-207)."""
     for name in _STRINGS:
         if "\0" in getattr(unit, name):
             raise ValueError(f"a Unit's {name} may not contain a NUL byte")
@@ -95,12 +95,12 @@ def insert(cur: psycopg.Cursor[Any], unit: UnitRecord, vector: Vector, model_id:
     terms = sorted(posts)
     # One round trip: the row, its postings (positions as array literals: the lists are ragged)
     # and its outbox operation.
-    row = cur.execute(
+    cur.execute(
         f"WITH u AS (INSERT INTO units({names}) VALUES ({marks}) RETURNING id),"
         " p AS (INSERT INTO postings(term, unit, tf, pos) SELECT x.t, u.id, x.tf, x.p::integer[]"
         " FROM u, unnest(%s::text[], %s::integer[], %s::text[]) AS x(t, tf, p)),"
         " o AS (INSERT INTO outbox(op, plane, unit, d_docs, d_len, terms, d_df)"
-        " SELECT 'add', %s, u.id, 1, %s, %s::text[], 1 FROM u) SELECT id FROM u".encode(),
+        " SELECT 'add', %s, u.id, 1, %s, %s::text[], 1 FROM u) SELECT 1".encode(),
         [
             *cols.values(),
             terms,
@@ -111,10 +111,7 @@ def insert(cur: psycopg.Cursor[Any], unit: UnitRecord, vector: Vector, model_id:
             terms,
         ],
         prepare=True,  # the same statement for every Unit: planned once per connection
-    ).fetchone()
-    assert row is not None
-    key = int(row[0])
-    return key
+    )
 
 
 def delete(cur: psycopg.Cursor[Any], unit_ids: Sequence[str]) -> list[UnitRecord]:
