@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import pg_stack
+from superchargedb.readfilter import ReadFilter
 from superchargedb.storage.protocols import JobSpec, UnitRecord
+from superchargedb.types import Locator
 
 if pg_stack.available():
     pytest.skip(pg_stack.available() or "", allow_module_level=True)
@@ -182,5 +184,41 @@ def test_a_unit_with_a_nul_byte_is_refused_with_nothing_written(tmp_path: Path) 
                 UnitRecord(**{**bad.__dict__, "text": "a\0b"}), np.ones(DIM, np.float32)
             )
         assert b.vectors.count("text") == 0 and b.outbox.head() == 0
+        with pytest.raises(ValueError, match="acl_groups"), b.write() as tx:
+            tx.units.insert(
+                UnitRecord(**{**bad.__dict__, "acl_groups": ("a\0",)}), np.ones(DIM, np.float32)
+            )
+    finally:
+        b.close()
+
+
+@pytest.mark.parametrize(
+    "loc",
+    [
+        Locator(kind="bbox", box=(0.1, 0.25, 0.5, 0.75), page=3),
+        Locator(kind="time_range", t_start_ms=1500, t_end_ms=4250, shot_idx=2),
+        Locator(kind="char_span", start=10, end=42),
+    ],
+)
+def test_a_units_locator_and_optional_fields_round_trip(tmp_path: Path, loc: Locator) -> None:
+    b = open_(pg_stack.database(tmp_path), tmp_path)
+    try:
+        u = UnitRecord(
+            **{
+                **unit(1).__dict__,
+                "locator": loc,
+                "source_uri": "obj/x.pdf#page=3",
+                "mime": "application/pdf",
+                "chunk_index": 2,
+                "chunk_count": 5,
+                "event_at": 77,
+                "object_key": "obj/x.pdf",
+                "object_sha": "ab" * 32,
+            }
+        )
+        with b.write() as tx:
+            tx.units.insert(u, np.ones(DIM, np.float32))
+        rf = ReadFilter("alice", ("acme",), frozenset(), ("text",))
+        assert b.units.get("u1", rf) == u
     finally:
         b.close()

@@ -29,7 +29,6 @@ COLUMNS = (
     " shot_idx, page, bbox_x0, bbox_y0, bbox_x1, bbox_y1, created_at, event_at, object_key,"
     " object_sha"
 )
-_STRINGS = ("unit_id", "scope", "doc_id", "plane", "modality", "text", "acl_owner")
 
 
 def record(r: Mapping[str, Any]) -> UnitRecord:
@@ -58,8 +57,9 @@ def record(r: Mapping[str, Any]) -> UnitRecord:
 def insert(cur: psycopg.Cursor[Any], unit: UnitRecord, vector: Vector, model_id: str) -> None:
     """Store one Unit. Nothing is read back, so inserts stream in the write's pipeline. A NUL
     byte (which PostgreSQL text cannot hold) is refused before anything is written (D-207)."""
-    for name in _STRINGS:
-        if "\0" in getattr(unit, name):
+    for name, value in vars(unit).items():
+        values = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(v, str) and "\0" in v for v in values):
             raise ValueError(f"a Unit's {name} may not contain a NUL byte")
     groups = sorted(set(unit.acl_groups))
     posts, n_tokens = lexical.postings(unit.text)
