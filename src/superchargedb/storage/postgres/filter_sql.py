@@ -18,6 +18,9 @@ bound.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psycopg
 
 from ...readfilter import ReadFilter
 from ..vectors import PLANES
@@ -88,3 +91,16 @@ def where_sql(rf: ReadFilter, plane: str | None = None) -> tuple[str, list[objec
         parts.append("u.acl_groups && %s::text[]")
         params.append(_clean(rf.acl_groups))
     return " AND ".join(parts), params
+
+
+def count_admitted(
+    conn: psycopg.Connection[Any], rf: ReadFilter, cap: int, plane: str | None = None
+) -> int:
+    """How many Units ``rf`` admits (in ``plane``), counting no further than ``cap + 1``: a
+    bounded scan of the filter's indexes that tells a selective filter from a broad one."""
+    where, params = where_sql(rf, plane)
+    row = conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM units u WHERE {where} LIMIT %s) c".encode(),
+        [*params, cap + 1],
+    ).fetchone()
+    return int(row[0]) if row else 0

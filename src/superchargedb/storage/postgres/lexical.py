@@ -88,7 +88,12 @@ def _phrase_cte(i: int, toks: Sequence[str]) -> tuple[str, list[object]]:
 
 
 def search_sql(query: str, k: int, rf: ReadFilter) -> tuple[str, list[object]] | None:
-    """The BM25 top-``k`` statement over what ``rf`` admits (None: no searchable term)."""
+    """The BM25 top-``k`` statement over what ``rf`` admits (None: no searchable term).
+
+    It starts from the query terms' postings (an index-only scan of ``(term, unit) INCLUDE
+    (tf)`` once vacuumed) and checks each hit's Unit against the filter. Starting from the
+    admitted Units instead was measured no faster under a 1 % filter (1.2 vs 1.1 ms at 30k
+    Units, the planner hashes the postings either way) and far slower under a broad one."""
     phrases = _phrases(query)
     if not phrases or k <= 0:
         return None

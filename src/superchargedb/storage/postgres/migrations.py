@@ -70,7 +70,7 @@ CREATE TABLE postings (
   unit bigint NOT NULL,
   tf integer NOT NULL,
   pos integer[] NOT NULL,
-  PRIMARY KEY (term, unit)
+  PRIMARY KEY (term, unit) INCLUDE (tf)
 );
 CREATE TABLE lex_terms (term text COLLATE "C" PRIMARY KEY, df bigint NOT NULL);
 CREATE TABLE lex_stats (
