@@ -30,12 +30,12 @@ from ..vectors import PLANES
 from .filter_sql import count_admitted, where_sql
 
 Plan = Literal["exact", "hnsw"]
-# An exact scan here costs ~4 us a row (halfvec rows read from the heap, one distance each):
-# 5 / 12 / 67 ms at 300 / 3,000 / 29,700 rows of 384-d, where the iterative HNSW scan took
-# 3-5 ms at any of those filters (bench/pg_legs.py's plan table). Exact pays up to a few
-# thousand rows, so 2,000 (the embedded store scans 10x more with SIMD, at 20,000); the bounded
-# count that decides costs ~2 ms under a broad filter (17 ms when it counted to 20,000).
-EXACT_MAX = 2_000
+# An exact scan here costs ~5-10 us a row (wide heap rows, one distance each): p50 1.0 / 28 /
+# 133 ms at 300 / 3,000 / 29,700 admitted 384-d rows, where the iterative HNSW scan took 1.4 /
+# 8.2 / 4.1 ms (bench/results/pg_legs.md, both plans forced, a loaded 2-core machine). So exact
+# only up to 1,000 rows (~10 ms at worst, recall 1.0), a twentieth of the embedded store's SIMD
+# scan; the bounded count that decides took 0.4 / 14 / 2 ms there.
+EXACT_MAX = 1_000
 MAX_SCAN_TUPLES = 20_000  # pgvector's default budget of an iterative scan
 # The scan's candidate list: 4k (the embedded store's unfiltered over-fetch), at least 100. On
 # 4,000 random 48-d vectors recall@10 was 0.94 / 0.98 / 0.99 / 1.0 at ef 40 / 64 / 100 / 200
