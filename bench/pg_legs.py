@@ -137,9 +137,10 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="scdb-pglegs-"))
     # Its own temp dir: the postgres user must own it (and tmp's 0700 would keep it out).
-    server = postgres.start(Path(tempfile.mkdtemp(prefix="scdb-pglegs-pg-")), durable=True)
-    lite = pg = None
+    pg_dir = Path(tempfile.mkdtemp(prefix="scdb-pglegs-pg-"))
+    server = lite = pg = None
     try:
+        server = postgres.start(pg_dir, durable=True)
         with __import__("psycopg").connect(server.url(), autocommit=True) as conn:
             conn.execute("CREATE DATABASE bench")
         lite = SqliteBackend.open(tmp / "lite", dim=args.dim, model_id="m", audit_key=KEY)
@@ -188,9 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         for b in (lite, pg):
             if b is not None:
                 b.close()
-        server.stop()
+        if server is not None:
+            server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(server.data_dir, ignore_errors=True)
+        shutil.rmtree(pg_dir, ignore_errors=True)
 
     md = [
         "# Search legs: embedded backend vs PostgreSQL (`bench/pg_legs.py`)",
