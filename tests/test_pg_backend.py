@@ -222,3 +222,23 @@ def test_a_units_locator_and_optional_fields_round_trip(tmp_path: Path, loc: Loc
         assert b.units.get("u1", rf) == u
     finally:
         b.close()
+
+
+def test_a_duplicate_unit_id_is_a_conflict_and_nothing_of_its_write_stays(tmp_path: Path) -> None:
+    from superchargedb.errors import ConflictError
+
+    b = open_(pg_stack.database(tmp_path), tmp_path)
+    try:
+        with b.write() as tx:
+            tx.units.insert(unit(1), np.ones(DIM, np.float32))
+        head = b.outbox.head()
+        with pytest.raises(ConflictError), b.write() as tx:
+            tx.units.insert(unit(2), np.ones(DIM, np.float32))
+            tx.units.insert(unit(1), np.ones(DIM, np.float32))  # pipelined: fails at the sync
+            tx.kv.set("k", "v")
+        assert b.vectors.count("text") == 1 and b.outbox.head() == head
+        assert b.kv.get("k") is None
+        rf = ReadFilter("alice", ("acme",), frozenset(), ("text",))
+        assert b.units.get("u2", rf) is None
+    finally:
+        b.close()

@@ -24,6 +24,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
+from ...errors import ConflictError
 from ...readfilter import ReadFilter
 from ...types import Principal
 from ..protocols import (
@@ -218,10 +219,17 @@ class PgBackend:
 
     @contextmanager
     def write(self) -> Iterator[_Tx]:
-        # Pipeline mode: statements whose results nobody reads (inserts) are sent without
-        # waiting for each reply; a read (a delete's RETURNING, the audit head) syncs first.
-        with self._conn() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cur:
-            yield _Tx(self, cur)
+        """One transaction; a write that collides with a stored key (a Unit id that exists)
+        rolls back whole and raises :class:`ConflictError` (no driver error crosses the seam)."""
+        try:
+            # Pipeline mode: statements whose results nobody reads (inserts) are sent without
+            # waiting for each reply; a read (a delete's RETURNING, the audit head) syncs first.
+            with self._conn() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cur:
+                yield _Tx(self, cur)
+        except psycopg.errors.UniqueViolation as exc:
+            raise ConflictError(
+                "the write collides with a stored key", constraint=exc.diag.constraint_name
+            ) from exc
 
     def close(self) -> None:
         self.pool.close()
