@@ -69,6 +69,9 @@ SQL_DEBT = {
     "wiring.py",
 }
 CATALOG_USE = re.compile(r"\.execute\(|\.executemany\(|catalog\.(reader|write|locked)\(\)")
+# Below the seam, SQL is the point: the backends themselves, and the engine launchers' bootstrap
+# (stack/postgres.py creates the vector extension in the server it starts).
+BELOW_THE_SEAM = ("storage/sqlite/", "storage/postgres/", "stack/")
 
 
 def test_sql_above_the_seam_only_shrinks() -> None:
@@ -76,7 +79,7 @@ def test_sql_above_the_seam_only_shrinks() -> None:
     using = {
         p.relative_to(pkg).as_posix()
         for p in pkg.rglob("*.py")
-        if "storage/sqlite" not in p.relative_to(pkg).as_posix()
+        if not p.relative_to(pkg).as_posix().startswith(BELOW_THE_SEAM)
         and CATALOG_USE.search(p.read_text())
     }
     assert not using - SQL_DEBT, f"new SQL above the storage seam: {sorted(using - SQL_DEBT)}"

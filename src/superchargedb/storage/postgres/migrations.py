@@ -1,0 +1,163 @@
+"""The PostgreSQL schema as numbered migrations, applied once per database under a lock.
+
+``schema_version`` records each applied step; ``migrate`` runs the missing ones in order in one
+transaction that holds an advisory lock (DDL is transactional here), so two processes opening a
+fresh database together apply every step exactly once, and a failed step leaves nothing behind.
+A step is a function of the embedding dimension (the ``halfvec`` column's type); the dimension
+and the model are recorded in ``meta`` and a later open with another dimension is refused.
+
+Text compared by range (scopes: the ``/`` boundary test of D-2) is ``COLLATE "C"``: byte order
+whatever the database's default collation, and what the btree behind that test is sorted by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from ..vectors import PLANES
+
+MIGRATE_LOCK = 0x5CDB_0001  # pg_advisory_xact_lock key: one migrator at a time
+
+
+def _m001_base(dim: int) -> str:
+    hnsw = "\n".join(
+        f"CREATE INDEX units_hnsw_{p} ON units USING hnsw (embedding halfvec_cosine_ops)"
+        f" WHERE plane = '{p}';"
+        for p in PLANES
+    )
+    return f"""
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE units (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  unit_id text NOT NULL UNIQUE,
+  scope text COLLATE "C" NOT NULL,
+  doc_id text NOT NULL,
+  plane text NOT NULL,
+  modality text NOT NULL,
+  source_uri text NOT NULL DEFAULT '',
+  mime text,
+  text text NOT NULL,
+  acl_owner text NOT NULL,
+  acl_groups text[] NOT NULL DEFAULT '{{}}',
+  content_hash text NOT NULL,
+  chunk_idx integer NOT NULL DEFAULT 0,
+  n_chunks integer NOT NULL DEFAULT 1,
+  loc_kind text, loc_start integer, loc_end integer, t_start_ms bigint, t_end_ms bigint,
+  shot_idx integer, page integer,
+  bbox_x0 double precision, bbox_y0 double precision,
+  bbox_x1 double precision, bbox_y1 double precision,
+  created_at bigint NOT NULL,
+  event_at bigint NOT NULL,
+  object_key text,
+  object_sha text,
+  model_id text NOT NULL,
+  terms text[] NOT NULL,
+  dl integer NOT NULL,
+  embedding halfvec({int(dim)}) NOT NULL
+);
+CREATE INDEX units_scope ON units (scope);
+CREATE INDEX units_owner ON units (acl_owner);
+CREATE INDEX units_groups ON units USING gin (acl_groups);
+CREATE INDEX units_doc ON units (doc_id);
+CREATE INDEX units_event ON units (event_at);
+{hnsw}
+CREATE TABLE postings (
+  term text COLLATE "C" NOT NULL,
+  unit bigint NOT NULL,
+  tf integer NOT NULL,
+  pos integer[] NOT NULL,
+  PRIMARY KEY (term, unit) INCLUDE (tf)
+);
+CREATE TABLE lex_terms (term text COLLATE "C" PRIMARY KEY, df bigint NOT NULL);
+CREATE TABLE lex_stats (
+  id integer PRIMARY KEY CHECK (id = 1), n_docs bigint NOT NULL, total bigint NOT NULL
+);
+INSERT INTO lex_stats VALUES (1, 0, 0);
+CREATE TABLE outbox (
+  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  op text NOT NULL,
+  plane text NOT NULL,
+  unit bigint NOT NULL,
+  d_docs integer NOT NULL,
+  d_len bigint NOT NULL,
+  terms text[] NOT NULL,
+  d_df integer NOT NULL,
+  applied boolean NOT NULL DEFAULT false
+);
+CREATE INDEX outbox_pending ON outbox (seq) WHERE NOT applied;
+CREATE TABLE scope_gens (scope text COLLATE "C" PRIMARY KEY, gen bigint NOT NULL);
+CREATE TABLE kv (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE audit_log (
+  seq bigint PRIMARY KEY,
+  prev_hash text NOT NULL UNIQUE,
+  hash text NOT NULL,
+  at bigint NOT NULL,
+  actor text NOT NULL,
+  action text NOT NULL,
+  record text NOT NULL
+);
+CREATE TABLE jobs (
+  id text PRIMARY KEY,
+  kind text NOT NULL,
+  state text NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
+  payload text NOT NULL,
+  principal text NOT NULL,
+  scope text COLLATE "C" NOT NULL,
+  acl_owner text NOT NULL,
+  acl_groups text[] NOT NULL,
+  attempts integer NOT NULL DEFAULT 0,
+  max_attempts integer NOT NULL,
+  dedupe_key text NOT NULL,
+  lease_token text,
+  lease_until bigint,
+  lease_owner text,
+  progress double precision NOT NULL DEFAULT 0,
+  result text,
+  error text,
+  created_at bigint NOT NULL,
+  updated_at bigint NOT NULL
+);
+CREATE INDEX jobs_runnable ON jobs (created_at, id) WHERE state IN ('queued', 'running');
+CREATE INDEX jobs_dedupe ON jobs (dedupe_key);
+"""
+
+
+MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
+    (1, "base", _m001_base),
+]
+
+
+def migrate(conn: psycopg.Connection[Any], dim: int, model_id: str) -> int:
+    """Apply the missing migrations (on an autocommit connection with tuple rows); returns the
+    schema version."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATE_LOCK,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        row = conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
+        current = int(row[0]) if row else 0
+        for version, name, step in MIGRATIONS:
+            if version <= current:
+                continue
+            conn.execute(step(dim).encode())
+            conn.execute(
+                "INSERT INTO schema_version(version, name) VALUES (%s, %s)", (version, name)
+            )
+            current = version
+        if current >= 1:
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('dim', %s), ('model_id', %s)"
+                " ON CONFLICT (key) DO NOTHING",
+                (str(dim), model_id),
+            )
+            got = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+            if got is not None and int(got[0]) != dim:
+                raise ValueError(f"the database holds {got[0]}-d vectors, not {dim}-d")
+    return current

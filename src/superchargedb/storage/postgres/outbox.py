@@ -1,0 +1,97 @@
+"""The outbox: every index operation a write commits, and the applier of the derived statistics.
+
+A write appends one row per operation in its own transaction (``add`` for an insert or an ACL
+change, ``remove`` for a delete) carrying the plane and Unit key, and the BM25 statistics' deltas:
+documents (``d_docs``), tokens (``d_len``) and the document frequency change ``d_df`` of each of
+its distinct ``terms``. The postings and the HNSW entry are already in place at commit; what
+follows the outbox is the statistics (``lexical.py``, D-201).
+
+``replay`` applies the committed rows not yet applied, in batches, under one advisory lock (so
+one applier at a time, in any process, and writers never wait on it). The deltas commute, so
+rows that commit out of sequence order are applied whenever they become visible, each exactly
+once: the batch's sums and its ``applied`` flags commit together. ``applied()`` is the highest
+sequence number below which every committed row is applied.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from .lexical import term_deltas
+
+APPLY_LOCK = 0x5CDB_0002
+BATCH = 5000
+
+
+def append(
+    cur: psycopg.Cursor[Any],
+    op: str,
+    plane: str,
+    unit: int,
+    d_docs: int,
+    d_len: int,
+    terms: list[str],
+    d_df: int,
+) -> None:
+    cur.execute(
+        "INSERT INTO outbox(op, plane, unit, d_docs, d_len, terms, d_df)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        (op, plane, unit, d_docs, d_len, terms, d_df),
+    )
+
+
+def head(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute("SELECT coalesce(max(seq), 0) FROM outbox").fetchone()
+    return int(row[0]) if row else 0
+
+
+def applied(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(
+        "SELECT coalesce((SELECT min(seq) - 1 FROM outbox WHERE NOT applied),"
+        " (SELECT max(seq) FROM outbox), 0)"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _apply_batch(conn: psycopg.Connection[Any]) -> int:
+    """One batch in one transaction; returns how many rows it applied."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (APPLY_LOCK,))
+        rows = conn.execute(
+            "SELECT seq, d_docs, d_len, terms, d_df FROM outbox WHERE NOT applied"
+            " ORDER BY seq LIMIT %s",
+            (BATCH,),
+        ).fetchall()
+        if not rows:
+            return 0
+        d_docs = sum(int(r[1]) for r in rows)
+        d_len = sum(int(r[2]) for r in rows)
+        df = {t: d for t, d in term_deltas((r[3], int(r[4])) for r in rows).items() if d}
+        conn.execute(
+            "UPDATE lex_stats SET n_docs = n_docs + %s, total = total + %s WHERE id = 1",
+            (d_docs, d_len),
+        )
+        if df:
+            terms = sorted(df)
+            conn.execute(
+                "INSERT INTO lex_terms(term, df) SELECT * FROM unnest(%s::text[], %s::bigint[])"
+                " ON CONFLICT (term) DO UPDATE SET df = lex_terms.df + excluded.df",
+                (terms, [df[t] for t in terms]),
+            )
+            conn.execute("DELETE FROM lex_terms WHERE term = ANY(%s::text[]) AND df <= 0", (terms,))
+        seqs = [int(r[0]) for r in rows]
+        conn.execute("UPDATE outbox SET applied = true WHERE seq = ANY(%s::bigint[])", (seqs,))
+        # Applied rows are history: keep only the newest, which head() and applied() read.
+        conn.execute(
+            "DELETE FROM outbox WHERE applied AND seq < (SELECT max(seq) FROM outbox WHERE applied)"
+        )
+        return len(rows)
+
+
+def replay(conn: psycopg.Connection[Any]) -> int:
+    """Apply every committed row not yet applied (autocommit connection); returns applied()."""
+    while _apply_batch(conn) == BATCH:
+        pass
+    return applied(conn)

@@ -1,0 +1,185 @@
+"""Units on PostgreSQL: insert (row, postings, outbox), delete, re-permission, read, generations.
+
+Every writer takes a cursor of the caller's open write transaction. An insert stores the Unit
+with its ``halfvec`` embedding (the HNSW index follows at commit), its postings and BM25 length
+(``lexical.py``) and one outbox ``add``; a delete removes the row and its postings and queues a
+``remove`` carrying the statistics to take back; an ACL change rewrites the groups and the
+length (the ``acl`` tokens are part of it) and queues an ``add`` of the same key, as the embedded
+backend does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector import HalfVector
+
+from ...readfilter import ReadFilter, ancestors
+from ...types import Locator
+from ..protocols import UnitRecord, Vector
+from . import lexical, outbox
+from .filter_sql import where_sql
+
+COLUMNS = (
+    "unit_id, scope, doc_id, plane, modality, source_uri, mime, text, acl_owner, acl_groups,"
+    " content_hash, chunk_idx, n_chunks, loc_kind, loc_start, loc_end, t_start_ms, t_end_ms,"
+    " shot_idx, page, bbox_x0, bbox_y0, bbox_x1, bbox_y1, created_at, event_at, object_key,"
+    " object_sha"
+)
+
+
+def record(r: Mapping[str, Any]) -> UnitRecord:
+    return UnitRecord(
+        unit_id=r["unit_id"],
+        scope=r["scope"],
+        doc_id=r["doc_id"],
+        plane=r["plane"],
+        modality=r["modality"],
+        text=r["text"],
+        acl_owner=r["acl_owner"],
+        acl_groups=tuple(r["acl_groups"]),
+        content_hash=r["content_hash"],
+        source_uri=r["source_uri"] or None,
+        mime=r["mime"],
+        locator=Locator.from_row(r),
+        chunk_index=r["chunk_idx"],
+        chunk_count=r["n_chunks"],
+        created_at=r["created_at"],
+        event_at=r["event_at"],
+        object_key=r["object_key"],
+        object_sha=r["object_sha"],
+    )
+
+
+def insert(cur: psycopg.Cursor[Any], unit: UnitRecord, vector: Vector, model_id: str) -> None:
+    """Store one Unit. Nothing is read back, so inserts stream in the write's pipeline. A NUL
+    byte (which PostgreSQL text cannot hold) is refused before anything is written (D-207)."""
+    for name, value in vars(unit).items():
+        values = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(v, str) and "\0" in v for v in values):
+            raise ValueError(f"a Unit's {name} may not contain a NUL byte")
+    groups = sorted(set(unit.acl_groups))
+    posts, n_tokens = lexical.postings(unit.text)
+    dl = n_tokens + lexical.acl_len(unit.scope, groups)
+    event_at = unit.event_at if unit.event_at is not None else unit.created_at
+    loc = unit.locator.to_columns() if unit.locator else {}
+    cols: dict[str, object] = {
+        "unit_id": unit.unit_id,
+        "scope": unit.scope,
+        "doc_id": unit.doc_id,
+        "plane": unit.plane,
+        "modality": unit.modality,
+        "source_uri": unit.source_uri or "",
+        "mime": unit.mime,
+        "text": unit.text,
+        "acl_owner": unit.acl_owner,
+        "acl_groups": groups,
+        "content_hash": unit.content_hash,
+        "chunk_idx": unit.chunk_index,
+        "n_chunks": unit.chunk_count,
+        **loc,
+        "created_at": unit.created_at,
+        "event_at": event_at,
+        "object_key": unit.object_key,
+        "object_sha": unit.object_sha,
+        "model_id": model_id,
+        "terms": sorted(posts),
+        "dl": dl,
+        "embedding": HalfVector(np.asarray(vector, dtype=np.float32).reshape(-1)),
+    }
+    names = ", ".join(cols)
+    marks = ", ".join(["%s"] * len(cols))
+    terms = sorted(posts)
+    # One round trip: the row, its postings (positions as array literals: the lists are ragged)
+    # and its outbox operation.
+    cur.execute(
+        f"WITH u AS (INSERT INTO units({names}) VALUES ({marks}) RETURNING id),"
+        " p AS (INSERT INTO postings(term, unit, tf, pos) SELECT x.t, u.id, x.tf, x.p::integer[]"
+        " FROM u, unnest(%s::text[], %s::integer[], %s::text[]) AS x(t, tf, p)),"
+        " o AS (INSERT INTO outbox(op, plane, unit, d_docs, d_len, terms, d_df)"
+        " SELECT 'add', %s, u.id, 1, %s, %s::text[], 1 FROM u) SELECT 1".encode(),
+        [
+            *cols.values(),
+            terms,
+            [posts[t][0] for t in terms],
+            ["{" + ",".join(map(str, posts[t][1])) + "}" for t in terms],
+            unit.plane,
+            dl,
+            terms,
+        ],
+        prepare=True,  # the same statement for every Unit: planned once per connection
+    )
+
+
+def delete(cur: psycopg.Cursor[Any], unit_ids: Sequence[str]) -> list[UnitRecord]:
+    gone: list[UnitRecord] = []
+    for uid in unit_ids:
+        r = cur.execute(
+            f"DELETE FROM units WHERE unit_id = %s RETURNING id, terms, dl, {COLUMNS}".encode(),
+            (uid,),
+        ).fetchone()
+        if r is None:
+            continue
+        row = dict(zip([d.name for d in cur.description or ()], r, strict=True))
+        cur.execute(
+            "DELETE FROM postings WHERE term = ANY(%s::text[]) AND unit = %s",
+            (row["terms"], row["id"]),
+        )
+        outbox.append(cur, "remove", row["plane"], row["id"], -1, -row["dl"], row["terms"], -1)
+        gone.append(record(row))
+    return gone
+
+
+def set_groups(cur: psycopg.Cursor[Any], unit_ids: Sequence[str], groups: Sequence[str]) -> None:
+    new = sorted(set(groups))
+    for uid in unit_ids:
+        r = cur.execute(
+            "SELECT id, plane, scope, acl_groups FROM units WHERE unit_id = %s FOR UPDATE", (uid,)
+        ).fetchone()
+        if r is None:
+            continue
+        key, plane, scope, old = int(r[0]), str(r[1]), str(r[2]), list(r[3])
+        delta = lexical.acl_len(scope, new) - lexical.acl_len(scope, old)
+        cur.execute(
+            "UPDATE units SET acl_groups = %s, dl = dl + %s WHERE id = %s", (new, delta, key)
+        )
+        outbox.append(cur, "add", plane, key, 0, delta, [], 0)
+
+
+def bump_generations(cur: psycopg.Cursor[Any], scopes: Iterable[str]) -> None:
+    """Each scope and every ancestor, in one sorted statement (row locks in one order)."""
+    targets = sorted({a for s in scopes for a in ancestors(s)})
+    if targets:
+        cur.execute(
+            "INSERT INTO scope_gens(scope, gen) SELECT s, 1 FROM unnest(%s::text[]) AS s"
+            " ON CONFLICT (scope) DO UPDATE SET gen = scope_gens.gen + 1",
+            (targets,),
+        )
+
+
+def get(conn: psycopg.Connection[Any], unit_id: str, rf: ReadFilter) -> UnitRecord | None:
+    if "\0" in unit_id:
+        return None
+    where, params = where_sql(rf)
+    cur = conn.execute(
+        f"SELECT {COLUMNS} FROM units u WHERE u.unit_id = %s AND {where}".encode(),
+        [unit_id, *params],
+    )
+    r = cur.fetchone()
+    if r is None:
+        return None
+    return record(dict(zip([d.name for d in cur.description or ()], r, strict=True)))
+
+
+def generations(conn: psycopg.Connection[Any], scopes: Sequence[str]) -> dict[str, int]:
+    clean = [s for s in scopes if "\0" not in s]
+    got = {
+        str(s): int(g)
+        for s, g in conn.execute(
+            "SELECT scope, gen FROM scope_gens WHERE scope = ANY(%s::text[])", (clean,)
+        )
+    }
+    return {s: got.get(s, 0) for s in scopes}

@@ -1,0 +1,150 @@
+"""The dense leg on pgvector: filtered KNN, exact when the filter is selective, HNSW when broad.
+
+Each plane has a partial HNSW index over ``halfvec(dim)`` cosine (``WHERE plane = '<plane>'``).
+A filtered HNSW scan without iterative scan loses most hits under a selective filter (recall@10
+0.04 at a 1 % filter, measured); with ``hnsw.iterative_scan = relaxed_order`` it keeps scanning
+until ``k`` rows pass the filter. So the rule (D-202):
+
+* count the Units the filter admits in the plane, stopping at ``exact_max + 1`` (a bounded scan
+  of the btree/GIN filter indexes); at most ``exact_max``: **exact**, every admitted row's
+  distance computed (recall 1.0), in a ``MATERIALIZED`` CTE the HNSW index cannot serve;
+* more: **HNSW** with iterative scan (``relaxed_order``, then re-sorted), ``ef_search``
+  ``max(100, 4k)``; if it returns fewer than ``k`` rows, once more with four times the scan
+  budget, then exact.
+
+Scores are cosine similarities (``1 - distance``), best first, ties to the older Unit, as the
+embedded store returns them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import psycopg
+from pgvector import HalfVector
+
+from ...readfilter import ReadFilter
+from ..protocols import Scored, Vector
+from ..vectors import PLANES
+from .filter_sql import count_admitted, where_sql
+
+Plan = Literal["exact", "hnsw"]
+# An exact scan here costs ~5-10 us a row (wide heap rows, one distance each): p50 1.0 / 28 /
+# 133 ms at 300 / 3,000 / 29,700 admitted 384-d rows, where the iterative HNSW scan took 1.4 /
+# 8.2 / 4.1 ms (bench/results/pg_legs.md, both plans forced, a loaded 2-core machine). So exact
+# only up to 1,000 rows (~10 ms at worst, recall 1.0), a twentieth of the embedded store's SIMD
+# scan; the bounded count that decides took 0.4 / 14 / 2 ms there.
+EXACT_MAX = 1_000
+MAX_SCAN_TUPLES = 20_000  # pgvector's default budget of an iterative scan
+# The scan's candidate list: 4k (the embedded store's unfiltered over-fetch), at least 100. On
+# 4,000 random 48-d vectors recall@10 was 0.94 / 0.98 / 0.99 / 1.0 at ef 40 / 64 / 100 / 200
+# unfiltered, 0.95 / 0.95 / 0.97 / 1.0 under a 20 % filter (30 queries).
+EF_MIN = 100
+
+
+def _query(vector: Vector) -> HalfVector | None:
+    q = np.asarray(vector, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(q))
+    if norm == 0.0 or not np.isfinite(norm):
+        return None
+    return HalfVector(q / norm)
+
+
+def exact_sql(plane: str, rf: ReadFilter) -> tuple[str, list[object]]:
+    where, params = where_sql(rf, plane)
+    return (
+        "WITH c AS MATERIALIZED (SELECT u.id, u.unit_id, u.embedding <=> %s AS d FROM units u"
+        f" WHERE {where}) SELECT unit_id, d FROM c ORDER BY d, id LIMIT %s",
+        params,
+    )
+
+
+def hnsw_sql(plane: str, rf: ReadFilter) -> tuple[str, list[object]]:
+    where, params = where_sql(rf, plane)
+    return (
+        "WITH c AS MATERIALIZED (SELECT u.id, u.unit_id, u.embedding <=> %s AS d FROM units u"
+        f" WHERE {where} ORDER BY u.embedding <=> %s LIMIT %s) SELECT unit_id, d FROM c"
+        " ORDER BY d, id",
+        params,
+    )
+
+
+def _exact(conn: psycopg.Connection[Any], plane: str, q: HalfVector, k: int, rf: ReadFilter) -> Any:
+    sql, params = exact_sql(plane, rf)
+    return conn.execute(sql.encode(), [q, *params, k]).fetchall()
+
+
+def _hnsw(
+    conn: psycopg.Connection[Any], plane: str, q: HalfVector, k: int, rf: ReadFilter, budget: int
+) -> Any:
+    sql, params = hnsw_sql(plane, rf)
+    with conn.transaction():
+        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(EF_MIN, 4 * k))}".encode())
+        conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {int(budget)}".encode())
+        return conn.execute(sql.encode(), [q, *params, q, k]).fetchall()
+
+
+def plan_for(
+    conn: psycopg.Connection[Any], plane: str, rf: ReadFilter, exact_max: int = EXACT_MAX
+) -> Plan:
+    return "exact" if count_admitted(conn, rf, exact_max, plane) <= exact_max else "hnsw"
+
+
+def search(
+    conn: psycopg.Connection[Any],
+    plane: str,
+    vector: Vector,
+    k: int,
+    rf: ReadFilter,
+    exact_max: int = EXACT_MAX,
+) -> tuple[list[Scored], Plan]:
+    if k <= 0 or plane not in rf.planes or plane not in PLANES:
+        return [], "exact"
+    q = _query(vector)
+    if q is None:
+        return [], "exact"
+    n = count_admitted(conn, rf, exact_max, plane)
+    if n == 0:
+        return [], "exact"
+    plan: Plan = "exact"
+    if n <= exact_max:
+        rows = _exact(conn, plane, q, k, rf)
+    else:
+        plan = "hnsw"
+        rows = _hnsw(conn, plane, q, k, rf, MAX_SCAN_TUPLES)
+        if len(rows) < k:
+            rows = _hnsw(conn, plane, q, k, rf, 4 * MAX_SCAN_TUPLES)
+        if len(rows) < k:
+            plan, rows = "exact", _exact(conn, plane, q, k, rf)
+    return [Scored(str(r[0]), 1.0 - float(r[1])) for r in rows], plan
+
+
+def explain(
+    conn: psycopg.Connection[Any],
+    plane: str,
+    vector: Vector,
+    k: int,
+    rf: ReadFilter,
+    exact_max: int = EXACT_MAX,
+) -> tuple[Plan, str]:
+    """The plan :func:`search` takes for this filter, and PostgreSQL's EXPLAIN of its query."""
+    q = _query(vector)
+    assert q is not None, "a zero vector searches nothing"
+    plan = plan_for(conn, plane, rf, exact_max)
+    if plan == "exact":
+        sql, params = exact_sql(plane, rf)
+        args: list[object] = [q, *params, k]
+    else:
+        sql, params = hnsw_sql(plane, rf)
+        args = [q, *params, q, k]
+    with conn.transaction():
+        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        rows = conn.execute(b"EXPLAIN " + sql.encode(), args).fetchall()
+    return plan, "\n".join(str(r[0]) for r in rows)
+
+
+def count(conn: psycopg.Connection[Any], plane: str) -> int:
+    row = conn.execute("SELECT count(*) FROM units WHERE plane = %s", (plane,)).fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,74 @@
+"""One real PostgreSQL per test session (D-206), started from the wheel on first use, and a database
+per store. Skips (naming the install command) when the stack extra is not installed."""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from superchargedb.stack import postgres
+
+_server: postgres.PostgresServer | None = None
+_lock = threading.Lock()
+
+
+def available() -> str | None:
+    """None when the stack can run here, else why not."""
+    try:
+        postgres.bin_dir()
+        import pgvector  # noqa: F401
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except (postgres.StackUnavailableError, ImportError) as exc:
+        return f"PostgreSQL stack not installed ({exc}): {postgres.INSTALL_HINT}"
+    return None
+
+
+def server() -> postgres.PostgresServer:
+    global _server
+    why = available()
+    if why is not None:
+        pytest.skip(why)
+    with _lock:
+        if _server is None or not _server.alive():
+            # Not under pytest's tmp dirs: their 0700 parents keep the postgres user out.
+            d = Path(tempfile.mkdtemp(prefix="scdb-pg-"))
+            _server = postgres.start(d, durable=False)
+            atexit.register(_stop, _server)
+        return _server
+
+
+def _stop(s: postgres.PostgresServer) -> None:
+    s.stop()
+    shutil.rmtree(s.data_dir, ignore_errors=True)
+
+
+def database(key: Path | str) -> str:
+    """The URL of the database for ``key`` (created empty on first use; the same one after)."""
+    import psycopg
+
+    s = server()
+    name = "t_" + hashlib.sha256(str(key).encode()).hexdigest()[:24]
+    with psycopg.connect(s.url(), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{name}"'.encode())
+    return s.url(name)
+
+
+def terminate(application_name: str) -> int:
+    """Drop every server session of one client, as if its process died: nothing is closed or
+    committed from its side. Returns how many sessions went."""
+    import psycopg
+
+    with psycopg.connect(server().url(), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (application_name,),
+        ).fetchall()
+    return len(rows)

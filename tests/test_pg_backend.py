@@ -1,0 +1,244 @@
+"""What the contract suite does not reach on PostgreSQL: concurrent claimers, concurrent
+writers and appliers of the outbox, concurrent migrators, a tampered audit chain, job retries."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pg_stack
+from superchargedb.readfilter import ReadFilter
+from superchargedb.storage.protocols import JobSpec, UnitRecord
+from superchargedb.types import Locator
+
+if pg_stack.available():
+    pytest.skip(pg_stack.available() or "", allow_module_level=True)
+
+import psycopg  # noqa: E402
+
+from superchargedb.storage.postgres.backend import PgBackend  # noqa: E402
+
+DIM = 8
+
+
+def open_(url: str, tmp: Path, **kw: Any) -> PgBackend:
+    return PgBackend.open(
+        url, dim=DIM, model_id="m", audit_key=bytes(32), objects_dir=tmp / "o", **kw
+    )
+
+
+def unit(i: int, scope: str = "acme") -> UnitRecord:
+    return UnitRecord(
+        unit_id=f"u{i}",
+        scope=scope,
+        doc_id=f"d{i}",
+        plane="text",
+        modality="text",
+        text=f"word{i % 13} shared text number {i}",
+        acl_owner="alice",
+        acl_groups=("eng",) if i % 2 else (),
+        content_hash=hashlib.sha256(str(i).encode()).hexdigest(),
+        created_at=1,
+    )
+
+
+def run_all(fns: list[Any]) -> list[BaseException]:
+    errors: list[BaseException] = []
+
+    def wrap(f: Any) -> None:
+        try:
+            f()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=wrap, args=(f,)) for f in fns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def test_concurrent_claimers_take_each_job_once(tmp_path: Path) -> None:
+    url = pg_stack.database(tmp_path)
+    workers = [open_(url, tmp_path) for _ in range(4)]
+    try:
+        with workers[0].write() as tx:
+            ids = {
+                tx.jobs.enqueue(JobSpec("k", "acme", "a", "a", (), f"d{i}", "{}"))
+                for i in range(40)
+            }
+        claimed: list[list[str]] = [[] for _ in workers]
+
+        def drain(i: int) -> None:
+            w = workers[i]
+            while (lease := w.jobs.claim()) is not None:
+                claimed[i].append(lease.job_id)
+                with w.write() as tx:
+                    tx.jobs.complete(lease, "{}")
+
+        assert not run_all([lambda i=i: drain(i) for i in range(len(workers))])
+        flat = [j for c in claimed for j in c]
+        assert sorted(flat) == sorted(ids)  # every job once, none twice
+        assert workers[0].jobs.depth()["done"] == 40
+    finally:
+        for w in workers:
+            w.close()
+
+
+def test_a_failed_job_is_retried_until_its_attempts_run_out(tmp_path: Path) -> None:
+    b = open_(pg_stack.database(tmp_path), tmp_path, max_attempts=2)
+    try:
+        with b.write() as tx:
+            job = tx.jobs.enqueue(JobSpec("k", "acme", "a", "a", (), "d", "{}"))
+        first = b.jobs.claim()
+        assert first is not None and b.jobs.fail(first, "boom", retry=True) == "queued"
+        second = b.jobs.claim()
+        assert second is not None and second.attempt == 2
+        assert b.jobs.fail(second, "boom", retry=True) == "failed"
+        rec = b.jobs.get(job)
+        assert rec is not None and rec.state == "failed" and rec.attempts == 2
+        assert b.jobs.claim() is None
+    finally:
+        b.close()
+
+
+def test_outbox_statistics_equal_the_postings_after_concurrent_writers(tmp_path: Path) -> None:
+    """Writers commit while other processes apply the outbox; every row is applied exactly
+    once, so the derived statistics equal what the postings say."""
+    url = pg_stack.database(tmp_path)
+    bs = [open_(url, tmp_path) for _ in range(3)]
+    try:
+
+        def writer(w: PgBackend, base: int) -> None:
+            for i in range(base, base + 30):
+                with w.write() as tx:
+                    tx.units.insert(unit(i), np.ones(DIM, np.float32))
+                    if i % 7 == 0:
+                        tx.units.delete([f"u{i - 1}"])
+                    if i % 5 == 0:
+                        tx.units.set_groups([f"u{i - 2}"], ["ops", "eng", "x"])
+                w.outbox.replay()
+
+        assert not run_all([lambda w=w, n=n: writer(w, 100 * n) for n, w in enumerate(bs)])
+        bs[0].outbox.replay()
+        assert bs[0].outbox.applied() == bs[0].outbox.head()
+        with psycopg.connect(url) as conn:
+            stats = conn.execute("SELECT n_docs, total FROM lex_stats").fetchone()
+            truth = conn.execute("SELECT count(*), sum(dl) FROM units").fetchone()
+            assert stats == truth
+            df = dict(conn.execute("SELECT term, df FROM lex_terms").fetchall())
+            counted = dict(conn.execute("SELECT term, count(*) FROM postings GROUP BY term"))
+            assert df == counted
+    finally:
+        for b in bs:
+            b.close()
+
+
+def test_migrators_racing_on_a_fresh_database_apply_once(tmp_path: Path) -> None:
+    url = pg_stack.database(tmp_path)
+    opened: list[PgBackend] = []
+    assert not run_all([lambda: opened.append(open_(url, tmp_path)) for _ in range(3)])
+    for b in opened:
+        b.close()
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+    with pytest.raises(ValueError, match="8-d"):
+        PgBackend.open(url, dim=16, model_id="m", audit_key=bytes(32), objects_dir=tmp_path)
+
+
+def test_a_tampered_audit_record_is_named(tmp_path: Path) -> None:
+    url = pg_stack.database(tmp_path)
+    b = open_(url, tmp_path)
+    try:
+        for i in range(5):
+            with b.write() as tx:
+                tx.audit.append("alice", "ingest", {"i": i})
+        assert b.audit.verify().ok
+        with psycopg.connect(url) as conn:
+            conn.execute(
+                "UPDATE audit_log SET record = replace(record, '\"i\":2', '\"i\":9') WHERE seq = 3"
+            )
+        report = b.audit.verify()
+        assert not report.ok and report.first_bad_seq == 3 and report.records == 3
+        with psycopg.connect(url) as conn:
+            conn.execute("DELETE FROM audit_log WHERE seq >= 3")
+        truncated = b.audit.verify()  # the recorded head is past the end
+        assert not truncated.ok and truncated.first_bad_seq == 3
+    finally:
+        b.close()
+
+
+def test_a_unit_with_a_nul_byte_is_refused_with_nothing_written(tmp_path: Path) -> None:
+    b = open_(pg_stack.database(tmp_path), tmp_path)
+    try:
+        bad = unit(1)
+        with pytest.raises(ValueError, match="NUL"), b.write() as tx:
+            tx.units.insert(unit(0), np.ones(DIM, np.float32))
+            tx.units.insert(
+                UnitRecord(**{**bad.__dict__, "text": "a\0b"}), np.ones(DIM, np.float32)
+            )
+        assert b.vectors.count("text") == 0 and b.outbox.head() == 0
+        with pytest.raises(ValueError, match="acl_groups"), b.write() as tx:
+            tx.units.insert(
+                UnitRecord(**{**bad.__dict__, "acl_groups": ("a\0",)}), np.ones(DIM, np.float32)
+            )
+    finally:
+        b.close()
+
+
+@pytest.mark.parametrize(
+    "loc",
+    [
+        Locator(kind="bbox", box=(0.1, 0.25, 0.5, 0.75), page=3),
+        Locator(kind="time_range", t_start_ms=1500, t_end_ms=4250, shot_idx=2),
+        Locator(kind="char_span", start=10, end=42),
+    ],
+)
+def test_a_units_locator_and_optional_fields_round_trip(tmp_path: Path, loc: Locator) -> None:
+    b = open_(pg_stack.database(tmp_path), tmp_path)
+    try:
+        u = UnitRecord(
+            **{
+                **unit(1).__dict__,
+                "locator": loc,
+                "source_uri": "obj/x.pdf#page=3",
+                "mime": "application/pdf",
+                "chunk_index": 2,
+                "chunk_count": 5,
+                "event_at": 77,
+                "object_key": "obj/x.pdf",
+                "object_sha": "ab" * 32,
+            }
+        )
+        with b.write() as tx:
+            tx.units.insert(u, np.ones(DIM, np.float32))
+        rf = ReadFilter("alice", ("acme",), frozenset(), ("text",))
+        assert b.units.get("u1", rf) == u
+    finally:
+        b.close()
+
+
+def test_a_duplicate_unit_id_is_a_conflict_and_nothing_of_its_write_stays(tmp_path: Path) -> None:
+    from superchargedb.errors import ConflictError
+
+    b = open_(pg_stack.database(tmp_path), tmp_path)
+    try:
+        with b.write() as tx:
+            tx.units.insert(unit(1), np.ones(DIM, np.float32))
+        head = b.outbox.head()
+        with pytest.raises(ConflictError), b.write() as tx:
+            tx.units.insert(unit(2), np.ones(DIM, np.float32))
+            tx.units.insert(unit(1), np.ones(DIM, np.float32))  # pipelined: fails at the sync
+            tx.kv.set("k", "v")
+        assert b.vectors.count("text") == 1 and b.outbox.head() == head
+        assert b.kv.get("k") is None
+        rf = ReadFilter("alice", ("acme",), frozenset(), ("text",))
+        assert b.units.get("u2", rf) is None
+    finally:
+        b.close()
