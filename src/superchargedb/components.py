@@ -27,9 +27,17 @@ if TYPE_CHECKING:
     from .search.rerank import Reranker
     from .settings import Settings
     from .storage.lock import DataDirLock
+    from .storage.protocols import Outbox, UnitReader
     from .storage.protocols_auth import AuthStore
     from .storage.protocols_reads import AuditTrail, CatalogCounts, JobListing
-    from .storage.protocols_writes import BulkLoad, WriteStore
+    from .storage.protocols_service import (
+        Listing,
+        ObjectCatalog,
+        ServiceStore,
+        UsageReader,
+        WordReader,
+    )
+    from .storage.protocols_writes import BulkLoad
     from .storage.sqlite.catalog import Catalog
     from .storage.sqlite.index_sync import IndexSync
     from .storage.sqlite.jobs import JobQueue
@@ -54,7 +62,7 @@ class Components:
     answerer: Answerer
     blobs: FileBlobStore
     jobs: JobQueue
-    writes: WriteStore  # the one write transaction (ingest, jobs, deletes, the meter)
+    writes: ServiceStore  # the one write transaction (ingest, jobs, deletes, objects, meter)
     bulk: BulkLoad  # the index side of a bulk import
     meter: Meter
     metrics: Metrics
@@ -62,6 +70,12 @@ class Components:
     job_views: JobListing
     audit_trail: AuditTrail
     auth_store: AuthStore  # principals, keys and console sessions
+    outbox: Outbox  # the derived indexes follow it
+    unit_reader: UnitReader
+    word_reader: WordReader
+    listing: Listing  # documents and Units as a reader lists them
+    usage_reader: UsageReader
+    object_rows: ObjectCatalog  # objects by (key, owner), the blob collector
     ingestor: Ingestor | None = None  # set by the wiring once the object gate exists
     swept: dict[str, Any] | None = None  # what the start-up sweep of objects/ reclaimed
     versions: str = ""  # model and fusion versions: part of every result-cache key

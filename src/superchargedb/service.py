@@ -19,7 +19,7 @@ from .auth import principals as principals_mod
 from .auth.scopes import check_scope, clamp
 from .background import Background
 from .components import Components
-from .documents import DocumentsMixin, has_preview, unit_dict
+from .documents import DocumentsMixin, has_preview, unit_dict, word_dicts
 from .errors import (
     ForbiddenError,
     NotFoundError,
@@ -35,13 +35,12 @@ from .preview import PreviewSource
 from .readfilter import ReadFilter
 from .schemas import AegisQuery
 from .search.cache import cache_key
-from .storage.sqlite import unit_words
 from .storage.sqlite import units as units_sql
-from .storage.sqlite.filter_sql import visible_sql
 from .tenancy import TenancyMixin
-from .types import PLANES, TIER_PLANES, Locator, Principal, Trace
+from .types import PLANES, TIER_PLANES, Principal, Trace
 
 if TYPE_CHECKING:
+    from .storage.protocols import UnitRecord
     from .storage.protocols_writes import StoreTx
 
 log = logging.getLogger(__name__)
@@ -76,6 +75,12 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.job_views = parts.job_views
         self.audit_trail = parts.audit_trail
         self.auth_store = parts.auth_store
+        self.outbox = parts.outbox
+        self.unit_reader = parts.unit_reader
+        self.word_reader = parts.word_reader
+        self.listing = parts.listing
+        self.usage_reader = parts.usage_reader
+        self.object_rows = parts.object_rows
         self.swept = parts.swept
         self.versions = parts.versions
         self.ingestor: Ingestor  # set by the wiring (it needs this facade as its object gate)
@@ -322,17 +327,10 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         return self._finish(key, hits, None, trace, scopes, principal)
 
     # -- units -----------------------------------------------------------------------------
-    def _visible_row(self, principal: Principal, unit_id: str) -> Any:
-        vis, params = visible_sql("u", principal.scopes, principal.name, principal.groups)
-        return (
-            self.catalog.reader()
-            .execute(
-                f"SELECT {units_sql.UNIT_COLUMNS} FROM units u"
-                f" WHERE u.unit_id = ? AND u.seq <= ? AND {vis}",
-                (unit_id, self.sync.applied_seq, *params),
-            )
-            .fetchone()
-        )
+    def _visible_unit(self, principal: Principal, unit_id: str) -> UnitRecord | None:
+        """The Unit when the caller may read it: within any of its grants, on every plane."""
+        rf = ReadFilter.of(principal, principal.scopes, PLANES)
+        return self.unit_reader.get(unit_id, rf)
 
     def get_unit(
         self, principal: Principal, unit_id: str, *, words: bool = False
@@ -341,12 +339,12 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         boxes), read only once the Unit's own check passed (else the same 404)."""
         if not principal.has("read"):
             raise ForbiddenError("the read permission is required")
-        row = self._visible_row(principal, unit_id)
-        if row is None:
+        unit = self._visible_unit(principal, unit_id)
+        if unit is None:
             raise NotFoundError("unit not found")
-        out = unit_dict(row)
+        out = unit_dict(unit)
         if words:
-            table = unit_words.get(self.catalog.reader(), int(row["id"]))
+            table = word_dicts(self.word_reader.of_units([unit_id]).get(unit_id, []))
             out["words"] = [{"text": out["text"][w["start"] : w["end"]], **w} for w in table]
         return out
 
@@ -356,20 +354,20 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         The only way to a ``PreviewSource``, so a cached rendering is never served unchecked."""
         if not principal.has("read"):
             raise ForbiddenError("the read permission is required")
-        row = self._visible_row(principal, unit_id)
-        if row is None:
+        unit = self._visible_unit(principal, unit_id)
+        if unit is None:
             raise NotFoundError("unit not found")
-        if not has_preview(row):
+        if not has_preview(unit):
             raise NotFoundError("this unit has no page or image to preview")
         # The blob the Unit was derived from (kept by the Unit), not whatever the key names now.
-        if not row["object_sha"] or not self.blobs.exists(row["object_sha"]):
+        if not unit.object_sha or not self.blobs.exists(unit.object_sha):
             raise NotFoundError("the unit's object is gone")
-        blob = self.blobs.path(row["object_sha"])
+        blob = self.blobs.path(unit.object_sha)
         with open(blob, "rb") as f:
             head = f.read(8)
         mime = "application/pdf" if head.startswith(b"%PDF") else "image"
-        loc = Locator.from_row(row)
-        return PreviewSource(blob, str(row["object_sha"]), mime, loc.to_dict() if loc else None)
+        loc = unit.locator
+        return PreviewSource(blob, unit.object_sha, mime, loc.to_dict() if loc else None)
 
     def delete_unit(self, principal: Principal, unit_id: str) -> dict[str, Any]:
         if not principal.has("write"):
@@ -421,5 +419,5 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
     def _deleted(self) -> None:
         """After a delete's commit, under ``ordered()``: the indexes drop the Units too."""
         faults.point("delete.after_commit")
-        self.sync.apply_pending()
+        self.outbox.replay()
         faults.point("delete.after_apply")

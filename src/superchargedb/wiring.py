@@ -41,13 +41,16 @@ from .storage.s3.objects import S3BlobStore
 from .storage.sqlite import audit, unit_words
 from .storage.sqlite.audit_trail import SqliteAuditTrail
 from .storage.sqlite.auth_store import SqliteAuthStore
+from .storage.sqlite.backend import SqliteOutbox, SqliteUnits
 from .storage.sqlite.bulk_load import SqliteBulkLoad
 from .storage.sqlite.catalog import Catalog
 from .storage.sqlite.counts import SqliteCounts
 from .storage.sqlite.index_sync import IndexSync
 from .storage.sqlite.job_views import SqliteJobViews
 from .storage.sqlite.jobs import JobQueue
+from .storage.sqlite.listing import SqliteListing, SqliteUsage, SqliteWords
 from .storage.sqlite.maintenance import SqliteMaintenance
+from .storage.sqlite.object_rows import SqliteObjectCatalog
 from .storage.sqlite.objects import (
     ORPHAN_GRACE_S,
     FileBlobStore,
@@ -229,6 +232,12 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         job_views=SqliteJobViews(catalog),
         audit_trail=SqliteAuditTrail(catalog, audit_key, audit_anchor),
         auth_store=SqliteAuthStore(catalog, audit_key),
+        outbox=SqliteOutbox(catalog, sync),
+        unit_reader=SqliteUnits(catalog, lambda: sync.applied_seq),
+        word_reader=SqliteWords(catalog),
+        listing=SqliteListing(catalog, lambda: sync.applied_seq),
+        usage_reader=SqliteUsage(catalog),
+        object_rows=SqliteObjectCatalog(catalog, blobs),
         swept=swept,
         versions=f"{emb.model_id};rrf{s.rrf_k};d{s.leg_depth}",
     )

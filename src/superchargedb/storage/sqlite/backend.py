@@ -10,7 +10,7 @@ own (``_where`` here; ``_insert``, ``_claim``, ``_audit_append`` there).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +29,8 @@ from .catalog import Catalog
 from .filter_sql import where_sql
 from .index_sync import IndexSync
 from .jobs import JobQueue as SqlJobQueue
+from .listing import SqliteListing, SqliteUsage, SqliteWords
+from .object_rows import SqliteObjectCatalog
 from .objects import FileBlobStore
 from .search_store import ExactScan, SqliteSearchStore
 from .sessions import SqliteSessions
@@ -116,8 +118,8 @@ class SqliteBackend(SqliteWriteStore):
 
     # -- the Protocols' attributes (one object serves several small Protocols) ---------------
     @property
-    def units(self) -> _Units:
-        return _Units(self)
+    def units(self) -> SqliteUnits:
+        return SqliteUnits(self.catalog, lambda: self.sync.applied_seq, self._where)
 
     @property
     def vectors(self) -> _Vectors:
@@ -136,8 +138,8 @@ class SqliteBackend(SqliteWriteStore):
         return self._search
 
     @property
-    def outbox(self) -> _Outbox:
-        return _Outbox(self)
+    def outbox(self) -> SqliteOutbox:
+        return SqliteOutbox(self.catalog, self.sync)
 
     @property
     def objects(self) -> ObjectStore:
@@ -154,6 +156,23 @@ class SqliteBackend(SqliteWriteStore):
     @property
     def bulk(self) -> SqliteBulkLoad:
         return SqliteBulkLoad(self.catalog, self.sync)
+
+    # -- the facade's reads (protocols_service.py) -------------------------------------------
+    @property
+    def listing(self) -> SqliteListing:
+        return SqliteListing(self.catalog, lambda: self.sync.applied_seq, self._where)
+
+    @property
+    def usage(self) -> SqliteUsage:
+        return SqliteUsage(self.catalog)
+
+    @property
+    def words(self) -> SqliteWords:
+        return SqliteWords(self.catalog)
+
+    @property
+    def object_rows(self) -> SqliteObjectCatalog:
+        return SqliteObjectCatalog(self.catalog, self.blobs, self._where)
 
     def close(self) -> None:
         try:
@@ -210,20 +229,24 @@ class _Lexical:
         return [Scored(names[i], float(len(ids) - n)) for n, i in enumerate(ids) if i in names]
 
 
-class _Outbox:
-    def __init__(self, b: SqliteBackend) -> None:
-        self.b = b
+class SqliteOutbox:
+    """``Outbox``: the catalog's outbox table, applied by ``IndexSync`` under the write lock
+    (reentrant: a caller already holding ``ordered()`` replays in order)."""
+
+    def __init__(self, catalog: Catalog, sync: IndexSync) -> None:
+        self.catalog = catalog
+        self.sync = sync
 
     def head(self) -> int:
-        return self.b.sync.outbox_head()
+        return self.sync.outbox_head()
 
     def applied(self) -> int:
-        return self.b.sync.applied_seq
+        return self.sync.applied_seq
 
     def replay(self) -> int:
-        with self.b.catalog.write_lock():
-            self.b.sync.apply_pending()
-        return self.b.sync.applied_seq
+        with self.catalog.write_lock():
+            self.sync.apply_pending()
+        return self.sync.applied_seq
 
 
 class _Objects:
@@ -245,15 +268,23 @@ class _Objects:
         return BlobInfo(sha256, self.blobs.path(sha256).stat().st_size)
 
 
-class _Units:
-    def __init__(self, b: SqliteBackend) -> None:
-        self.b = b
+class SqliteUnits:
+    """``UnitReader`` over the catalog: a Unit ``rf`` admits that the indexes hold."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        applied: Callable[[], int],
+        where: Callable[[ReadFilter, int | None], tuple[str, list[object]]] = where_sql,
+    ) -> None:
+        self.catalog = catalog
+        self.applied = applied
+        self.where = where
 
     def get(self, unit_id: str, rf: ReadFilter) -> UnitRecord | None:
-        b = self.b
-        where, params = b._where(rf, b.sync.applied_seq)
+        where, params = self.where(rf, self.applied())
         row = (
-            b.catalog.reader()
+            self.catalog.reader()
             .execute(
                 f"SELECT {units_sql.UNIT_COLUMNS} FROM units u WHERE u.unit_id = ? AND {where}",
                 (unit_id, *params),
@@ -263,7 +294,7 @@ class _Units:
         return None if row is None else unit_record(row)
 
     def generations(self, scopes: Sequence[str]) -> Mapping[str, int]:
-        return units_sql.read_generations(self.b.catalog.reader(), list(scopes))
+        return units_sql.read_generations(self.catalog.reader(), list(scopes))
 
 
 class _KV:
