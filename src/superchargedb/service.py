@@ -35,7 +35,6 @@ from .preview import PreviewSource
 from .readfilter import ReadFilter
 from .schemas import AegisQuery
 from .search.cache import cache_key
-from .storage.sqlite import units as units_sql
 from .tenancy import TenancyMixin
 from .types import PLANES, TIER_PLANES, Principal, Trace
 
@@ -114,7 +113,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
             return {(("plane", p),): float(self.store.count(p)) for p in PLANES}
 
         def outbox_lag() -> dict[tuple[tuple[str, str], ...], float]:
-            return {(): float(self.sync.outbox_head() - self.sync.applied_seq)}
+            return {(): float(self.outbox.head() - self.outbox.applied())}
 
         def cache_stats() -> dict[tuple[tuple[str, str], ...], float]:
             return {(("result", "hit"),): self.cache.hits, (("result", "miss"),): self.cache.misses}
@@ -256,7 +255,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
                 "grounded answers are a Pro / Enterprise feature", required_tier="pro"
             )
         rf = ReadFilter.of(principal, scopes, self.query_planes(principal, q), q)
-        gens = units_sql.read_generations(self.catalog.reader(), scopes)
+        gens = dict(self.unit_reader.generations(scopes))
         return q, rf, gens
 
     def _cached(self, key: str, t0: float) -> dict[str, Any] | None:
