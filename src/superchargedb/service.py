@@ -1,11 +1,13 @@
 """The service facade: the one object the API, the CLI and the tests call.
 
-It owns the data dir (lock, catalog, vector index, audit key, cache, embedder) and composes the
-ingest and search pipelines. Nothing here knows about HTTP.
+It holds the parts ``wiring.build_components`` made (the storage backend's Protocols, the cache,
+the embedder) and composes the ingest and search pipelines. Nothing here knows about HTTP or
+speaks to a database.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -54,18 +56,14 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.settings = parts.settings
         self.lock = parts.lock
         self.embedder = parts.embedder
-        self.catalog = parts.catalog
         self.audit_key = parts.audit_key
         self.audit_anchor = parts.audit_anchor
-        self.store = parts.store
-        self.sync = parts.sync
         self.cache = parts.cache
         self.limiter = parts.limiter
         self.reranker = parts.reranker
         self.searcher = parts.searcher
         self.answerer = parts.answerer
         self.blobs = parts.blobs
-        self.jobs = parts.jobs
         self.writes = parts.writes
         self.bulk = parts.bulk
         self.meter = parts.meter
@@ -75,6 +73,13 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.audit_trail = parts.audit_trail
         self.auth_store = parts.auth_store
         self.outbox = parts.outbox
+        self.vectors = parts.vectors
+        # The embedded backend's own parts, for the tests and benchmarks that look inside it
+        # (None on another backend): nothing here uses them.
+        self.catalog = parts.catalog
+        self.store = parts.store
+        self.sync = parts.sync
+        self.jobs = parts.jobs
         self.unit_reader = parts.unit_reader
         self.word_reader = parts.word_reader
         self.listing = parts.listing
@@ -91,7 +96,6 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
     def memory_gauges(self) -> dict[str, float]:
         """Sizes of the in-process caches and indexes (memstats.MemoryLog)."""
         mb = 2**20
-        wal = self.catalog.path.with_name(self.catalog.path.name + "-wal")
         cand_bytes, cand_entries = self.searcher.store.cache_stats()
         return {
             "result_cache_mb": round(self.cache.nbytes / mb, 2),
@@ -100,17 +104,15 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
             "embed_cache_entries": (
                 self.embedder.cache_len() if isinstance(self.embedder, EmbedExecutor) else 0
             ),
-            "units_indexed": float(sum(self.store.count(p) for p in PLANES)),
-            "vector_rows_mb": round(self.store.rows_nbytes() / mb, 2),
-            "catalog_db_mb": round(self.catalog.path.stat().st_size / mb, 2),
-            "catalog_wal_mb": round(wal.stat().st_size / mb, 2) if wal.exists() else 0.0,
+            "units_indexed": float(sum(self.vectors.count(p) for p in PLANES)),
+            **self.parts.backend.sizes(),
         }
 
     def _register_gauges(self) -> None:
         m = self.metrics
 
         def index_size() -> dict[tuple[tuple[str, str], ...], float]:
-            return {(("plane", p),): float(self.store.count(p)) for p in PLANES}
+            return {(("plane", p),): float(self.vectors.count(p)) for p in PLANES}
 
         def outbox_lag() -> dict[tuple[tuple[str, str], ...], float]:
             return {(): float(self.outbox.head() - self.outbox.applied())}
@@ -128,7 +130,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         m.gauge("scdb_wal_bytes", "Size of the SQLite write-ahead log", wal_bytes)
 
         def queue_depth() -> dict[tuple[tuple[str, str], ...], float]:
-            return {(("state", k),): float(v) for k, v in self.jobs.depth().items()}
+            return {(("state", k),): float(v) for k, v in self.writes.jobs.depth().items()}
 
         m.gauge("scdb_jobs", "Derivation jobs by state (queue depth: queued)", queue_depth)
 
@@ -138,21 +140,12 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.parts.close()
 
     def doctor(self) -> dict[str, Any]:
-        from .storage.sqlite.doctor import doctor
-
-        with self.catalog.write_lock():
-            return doctor(
-                self.catalog,
-                self.store,
-                self.sync.lexical,
-                objects_root=self.blobs.root,
-                blob_exists=self.blobs.exists,
-                swept=self.swept,
-            )
+        report: dict[str, Any] = json.loads(self.parts.backend.doctor())
+        return report
 
     @property
     def ready(self) -> bool:
-        return self.sync.ready
+        return self.parts.backend.ready
 
     # -- auth ------------------------------------------------------------------------------
     def authenticate(self, authorization: str | None) -> Principal:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -324,9 +325,42 @@ def check_object_writes_and_collection(kind: Factory, tmp: Path) -> None:
         b.close()
 
 
+def check_backend_reports_its_state(kind: Factory, tmp: Path) -> None:
+    """A freshly opened store is ready and its consistency report is ok; an object whose blob
+    is lost makes the report not ok (data is lost) and names the blob; sizes are in MB."""
+    b = kind().open(tmp / "store")
+    try:
+        fill(b)
+        assert b.ready
+        report = json.loads(b.doctor())
+        assert report["ok"] is True, report
+        lost = hashlib.sha256(b"never stored").hexdigest()
+        with b.write() as tx:
+            tx.object_rows.put(
+                StoredObject(
+                    "acme/alpha/lost.pdf",
+                    "alice",
+                    lost,
+                    9,
+                    "application/pdf",
+                    "acme/alpha",
+                    (),
+                    "alice",
+                )
+            )
+        report = json.loads(b.doctor())
+        assert report["ok"] is False, report
+        assert lost in json.dumps(report)
+        sizes = b.sizes()
+        assert sizes and all(k.endswith("_mb") and v >= 0 for k, v in sizes.items()), sizes
+    finally:
+        b.close()
+
+
 CHECKS = {
     f.__name__: f
     for f in (
+        check_backend_reports_its_state,
         check_listing_follows_the_filter,
         check_usage_and_words,
         check_objects_resolve_by_the_rule,

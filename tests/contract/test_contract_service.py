@@ -5,6 +5,7 @@ production code) fails its check and still passes one it does not touch."""
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,15 @@ class _UsageAllDays(SqliteUsage):
         return super().requests(principal, -(2**62), 2**62)
 
 
+class DoctorSkipsObjects(SqliteBackend):
+    """The consistency report leaves the blob store out: a lost blob reads as ok."""
+
+    def doctor(self) -> str:
+        from superchargedb.storage.sqlite.doctor import doctor
+
+        return json.dumps(doctor(self.catalog, self.sync.store, self.sync.lexical))
+
+
 class ListingPastTheWatermark(SqliteBackend):
     @property
     def listing(self) -> SqliteListing:
@@ -120,6 +130,7 @@ LISTING = "check_listing_follows_the_filter"
 USAGE = "check_usage_and_words"
 RESOLVE = "check_objects_resolve_by_the_rule"
 OBJECT_WRITES = "check_object_writes_and_collection"
+REPORTS = "check_backend_reports_its_state"
 # variant: (its backend, the check that catches it, a check it does not touch)
 BROKEN: dict[str, tuple[type[SqliteBackend], str, str]] = {
     "IgnoresGroups": (IgnoresGroups, LISTING, USAGE),
@@ -130,6 +141,7 @@ BROKEN: dict[str, tuple[type[SqliteBackend], str, str]] = {
     "CitedByKeyOnly": (_objects_variant(_CitedByKeyOnly), RESOLVE, LISTING),
     "NewestFirst": (_objects_variant(_NewestFirst), RESOLVE, LISTING),
     "CollectsReferenced": (_objects_variant(_CollectsReferenced), OBJECT_WRITES, USAGE),
+    "DoctorSkipsObjects": (DoctorSkipsObjects, REPORTS, LISTING),
 }
 
 

@@ -219,6 +219,21 @@ class ServerBackend(ServiceStore, AuthStore, Protocol):
     @property
     def object_rows(self) -> ObjectCatalog: ...
 
+    @property
+    def ready(self) -> bool:
+        """The derived indexes are loaded: reads may be served."""
+        ...
+
+    def sizes(self) -> Mapping[str, float]:
+        """The store's own memory and file sizes for the memory log (names ending ``_mb``)."""
+        ...
+
+    def doctor(self) -> str:
+        """The store's consistency report (``superchargedb doctor``), as JSON text: an object
+        whose ``ok`` is false when data is lost or an index disagrees with the catalog."""
+        ...
+
     def close(self) -> None:
-        """Persist the derived indexes and release everything (the threads are stopped)."""
+        """Persist the derived indexes, sign the audit head and release everything (the
+        threads are stopped first)."""
         ...

@@ -10,33 +10,43 @@ own (``_where`` here; ``_insert``, ``_claim``, ``_audit_append`` there).
 
 from __future__ import annotations
 
+import json
+import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ... import faults
 from ...query_terms import query_terms
 from ...readfilter import ReadFilter
 from ..lock import DataDirLock
 from ..protocols import AuditReport, Backend, BlobInfo, ObjectStore, Scored, UnitRecord, Vector
 from ..protocols_auth import AuthStore
+from ..protocols_service import ServerBackend
 from ..vectors import VectorStore
 from . import audit as audit_mod
 from . import units as units_sql
+from .audit_trail import SqliteAuditTrail
 from .bulk_load import SqliteBulkLoad
 from .catalog import Catalog
+from .counts import SqliteCounts
 from .filter_sql import where_sql
 from .index_sync import IndexSync
+from .job_views import SqliteJobViews
 from .jobs import JobQueue as SqlJobQueue
 from .listing import SqliteListing, SqliteUsage, SqliteWords
 from .object_rows import SqliteObjectCatalog
-from .objects import FileBlobStore
+from .objects import ORPHAN_GRACE_S, FileBlobStore, referenced_blobs, sweep_orphans
 from .search_store import ExactScan, SqliteSearchStore
 from .sessions import SqliteSessions
 from .sparse import SparseIndex
 from .write_rows import unit_record
 from .writes import SqliteWriteStore
+
+log = logging.getLogger(__name__)
 
 
 class SqliteBackend(SqliteWriteStore):
@@ -55,6 +65,9 @@ class SqliteBackend(SqliteWriteStore):
         lexical_backend: str = "sparse",
         lock: DataDirLock | None = None,
         objects: ObjectStore | None = None,
+        exact_scan: ExactScan = ExactScan(20_000, 0.01),
+        candidate_cache_bytes: int = 64 * 2**20,
+        audit_anchor: Path | None = None,
     ) -> None:
         super().__init__(catalog, queue, audit_key, model_id, lambda: sync.applied_seq)
         self.sync = sync
@@ -62,13 +75,15 @@ class SqliteBackend(SqliteWriteStore):
         self._lock = lock
         # The blobs' own Protocol view when they live elsewhere (an S3 bucket: ranged GETs).
         self._objects = objects
+        self.audit_anchor = audit_anchor  # the signed head written at close (None: none)
+        self.swept: dict[str, Any] | None = None  # what the start-up sweep reclaimed
         self._search = SqliteSearchStore(
             catalog,
             sync,
             sync.store,
             lexical_backend,
-            ExactScan(20_000, 0.01),
-            64 * 2**20,
+            exact_scan,
+            candidate_cache_bytes,
             where=lambda rf, seq: self._where(rf, seq),
         )
         self._leg = self._search.lexical
@@ -157,6 +172,18 @@ class SqliteBackend(SqliteWriteStore):
     def bulk(self) -> SqliteBulkLoad:
         return SqliteBulkLoad(self.catalog, self.sync)
 
+    @property
+    def counts(self) -> SqliteCounts:
+        return SqliteCounts(self.catalog, lambda: self.sync.applied_seq)
+
+    @property
+    def job_views(self) -> SqliteJobViews:
+        return SqliteJobViews(self.catalog)
+
+    @property
+    def audit_trail(self) -> SqliteAuditTrail:
+        return SqliteAuditTrail(self.catalog, self.audit_key, self.audit_anchor)
+
     # -- the facade's reads (protocols_service.py) -------------------------------------------
     @property
     def listing(self) -> SqliteListing:
@@ -174,10 +201,63 @@ class SqliteBackend(SqliteWriteStore):
     def object_rows(self) -> SqliteObjectCatalog:
         return SqliteObjectCatalog(self.catalog, self.blobs, self._where)
 
+    @property
+    def queue(self) -> SqlJobQueue:
+        """The catalog's own job queue behind ``jobs`` (tests look inside it)."""
+        return self._queue
+
+    @property
+    def ready(self) -> bool:
+        return self.sync.ready
+
+    def sizes(self) -> Mapping[str, float]:
+        mb = 2**20
+        path = self.catalog.path
+        wal = path.with_name(path.name + "-wal")
+        return {
+            "vector_rows_mb": round(self.sync.store.rows_nbytes() / mb, 2),
+            "catalog_db_mb": round(path.stat().st_size / mb, 2),
+            "catalog_wal_mb": round(wal.stat().st_size / mb, 2) if wal.exists() else 0.0,
+        }
+
+    def doctor(self) -> str:
+        from .doctor import doctor
+
+        with self.catalog.write_lock():
+            report = doctor(
+                self.catalog,
+                self.sync.store,
+                self.sync.lexical,
+                objects_root=self.blobs.root,
+                blob_exists=self.blobs.exists,
+                swept=self.swept,
+            )
+        return json.dumps(report)
+
+    def sweep_orphans(self, before: float) -> dict[str, Any] | None:
+        """At start-up, before any request or job thread: remove what a crash left in the
+        blob store (files older than ``before``; a shared bucket's only past the grace)."""
+        try:
+            swept = sweep_orphans(self.catalog.reader(), self.blobs.root, before)
+            # Blobs in a bucket (S3BlobStore): it may be shared, so only old orphans there.
+            remote = getattr(self.blobs, "sweep_remote", None)
+            if remote is not None:
+                refs = referenced_blobs(self.catalog.reader())
+                swept["bucket"] = remote(refs, time.time() - ORPHAN_GRACE_S)
+        except Exception:  # reclaiming space must never keep the server from starting
+            log.exception("object store sweep failed")
+            swept = None
+        self.swept = swept
+        return swept
+
     def close(self) -> None:
+        """Persist the derived indexes, sign the audit head, release the catalog and lock."""
         try:
             with self.catalog.write_lock():
                 self.sync.checkpoint()
+            faults.point("service.close.after_checkpoint")
+            if self.audit_anchor is not None:
+                audit_mod.write_anchor(self.catalog.reader(), self.audit_key, self.audit_anchor)
         finally:
             self.sync.close()
             self.catalog.close()
@@ -318,3 +398,4 @@ class _Audit:
 if TYPE_CHECKING:  # mypy checks the embedded backend against the seam
     _backend: type[Backend] = SqliteBackend
     _auth: type[AuthStore] = SqliteBackend
+    _server: type[ServerBackend] = SqliteBackend

@@ -276,6 +276,9 @@ class SqliteWriteStore:
     def jobs(self) -> _Jobs:
         return _Jobs(self)
 
+    def close(self) -> None:
+        self.catalog.close()
+
     # -- the steps a contract test's broken variant replaces ---------------------------------
     def _columns(self, unit: UnitRecord) -> dict[str, Any]:
         loc = unit.locator
