@@ -42,6 +42,7 @@ from .storage.protocols_reads import Maintenance
 from .storage.protocols_service import ServerBackend
 from .storage.s3.objects import S3BlobStore
 from .storage.sqlite import audit
+from .storage.sqlite.backend import SqliteBackend
 from .storage.sqlite.maintenance import SqliteMaintenance
 from .storage.sqlite.objects import FileBlobStore
 from .storage.sqlite.open import open_server as open_sqlite_server
@@ -138,7 +139,8 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         audit_key = audit.load_key(s.audit_key_file)
         cache = make_result_cache(s, audit_key)  # its namespace: this deployment's (D-191)
         audit_anchor = audit.anchor_path(data, s.audit_anchor_file)
-        # The one backend (D-231): another kind is opened here instead, from its settings.
+        # The one backend (D-231): another kind is opened here instead, from its settings,
+        # with no embedded parts to show.
         sqlite = open_sqlite_server(
             s,
             lock,
@@ -150,6 +152,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
             locked_at=locked_at,
         )
         backend: ServerBackend = sqlite
+        inside = _embedded_parts(sqlite)
     except BaseException:
         if emb is not None:
             emb.close()
@@ -196,13 +199,21 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         listing=backend.listing,
         usage_reader=backend.usage,
         object_rows=backend.object_rows,
-        swept=sqlite.swept,
         versions=f"{emb.model_id};rrf{s.rrf_k};d{s.leg_depth}",
-        catalog=sqlite.catalog,
-        store=sqlite.sync.store,
-        sync=sqlite.sync,
-        jobs=sqlite.queue,
+        **inside,
     )
+
+
+def _embedded_parts(b: SqliteBackend) -> dict[str, Any]:
+    """What the embedded backend shows of itself: the start-up sweep's report, and its own
+    parts for the tests and benchmarks that look inside it (``Components``)."""
+    return {
+        "swept": b.swept,
+        "catalog": b.catalog,
+        "store": b.sync.store,
+        "sync": b.sync,
+        "jobs": b.queue,
+    }
 
 
 def _replayed(outbox: Outbox) -> None:
