@@ -26,7 +26,11 @@ from hypothesis import strategies as st
 
 from conftest import LiveServer, add_principal, auth, make_service
 from superchargedb.api import routes_objects
-from superchargedb.objects_service import ObjectsMixin
+from superchargedb.storage.sqlite.object_rows import (
+    SqliteObjectCatalog,
+    SqliteObjectRowsTx,
+    stored_object,
+)
 
 EXAMPLES = int(os.environ.get("SCDB_ISOLATION_EXAMPLES", "50"))
 
@@ -206,26 +210,30 @@ def test_object_isolation_property_quick(live, world):
 def _key_only_identity(monkeypatch: pytest.MonkeyPatch) -> None:
     """The old identity: a key names one object, whoever owns it."""
 
-    def own(conn: Any, principal: Any, key: str) -> Any:
-        return conn.execute(
+    def own(conn: Any, key: str) -> Any:
+        r = conn.execute(
             "SELECT * FROM objects WHERE key = ? ORDER BY created_at DESC", (key,)
         ).fetchone()
+        return None if r is None else stored_object(r)
 
-    monkeypatch.setattr(ObjectsMixin, "_own_object", staticmethod(own))
+    monkeypatch.setattr(
+        SqliteObjectCatalog, "own", lambda self, k, o: own(self.catalog.reader(), k)
+    )
+    monkeypatch.setattr(SqliteObjectRowsTx, "own", lambda self, k, o: own(self.conn, k))
 
 
 def _newest_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     """Reads ignore the caller's own object and take the newest readable one."""
 
-    def resolve(self: Any, principal: Any, key: str) -> Any:
+    def resolve(self: Any, key: str, rf: Any) -> Any:
         rows = (
             self.catalog.reader()
             .execute("SELECT * FROM objects WHERE key = ? ORDER BY created_at DESC", (key,))
             .fetchall()
         )
-        return next((r for r in rows if self.may_read_object(principal, r)), None)
+        return next((o for o in map(stored_object, rows) if self._may_read(o, rf)), None)
 
-    monkeypatch.setattr(ObjectsMixin, "resolve_object", resolve)
+    monkeypatch.setattr(SqliteObjectCatalog, "resolve", resolve)
 
 
 def _head_without_etag(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -159,9 +159,9 @@ def test_startup_removes_orphans_and_keeps_every_referenced_blob(tmp_path, embed
         assert (objects / stray[:2] / stray[2:4] / "README").exists()
         p = s.authenticate(f"Bearer {KEY}")
         for key, body in kept.items():
-            row = s.object_for_read(p, key)
-            assert row["sha256"] == shas[key]
-            assert s.blobs.path(row["sha256"]).read_bytes() == body
+            obj = s.object_for_read(p, key)
+            assert obj.sha256 == shas[key]
+            assert s.blobs.path(obj.sha256).read_bytes() == body
         assert hashlib.sha256(s.blobs.path(pinned).read_bytes()).hexdigest() == pinned
         report = s.doctor()
         assert report["ok"], report

@@ -66,8 +66,7 @@ class Background:
         p = self.parts
         while not self._stop.wait(0.25):
             try:
-                if p.sync.outbox_head() > p.sync.applied_seq:
-                    with p.catalog.write_lock():
-                        p.sync.apply_pending()
+                if p.outbox.head() > p.outbox.applied():
+                    p.outbox.replay()
             except Exception:
                 log.exception("outbox tail error")

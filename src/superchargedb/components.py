@@ -1,21 +1,21 @@
 """The parts one process is made of, built by ``wiring.py`` and closed in reverse order.
 
 A plain record: no part reaches another through it. The service facade, the background
-threads and the CLI take the parts they use from it.
+threads and the CLI take the parts they use from it. Every storage part is the one backend's
+(``backend``, a ``ServerBackend``), seen through the Protocol each user needs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import faults
 from .models.executor import EmbedExecutor
 from .ratelimit import RedisLimiter
-from .storage.sqlite import audit
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .answer.pipeline import Answerer
     from .ingest.pipeline import Ingestor
     from .metering import Meter
@@ -27,12 +27,21 @@ if TYPE_CHECKING:
     from .search.rerank import Reranker
     from .settings import Settings
     from .storage.lock import DataDirLock
+    from .storage.protocols import Outbox, UnitReader, VectorIndex
     from .storage.protocols_auth import AuthStore
     from .storage.protocols_reads import AuditTrail, CatalogCounts, JobListing
-    from .storage.protocols_writes import BulkLoad, WriteStore
+    from .storage.protocols_service import (
+        Listing,
+        ObjectCatalog,
+        ServerBackend,
+        ServiceStore,
+        UsageReader,
+        WordReader,
+    )
+    from .storage.protocols_writes import BulkLoad
     from .storage.sqlite.catalog import Catalog
     from .storage.sqlite.index_sync import IndexSync
-    from .storage.sqlite.jobs import JobQueue
+    from .storage.sqlite.jobs import JobQueue as SqlJobQueue
     from .storage.sqlite.objects import FileBlobStore
     from .storage.vectors import VectorStore
 
@@ -42,19 +51,16 @@ class Components:
     settings: Settings
     lock: DataDirLock
     embedder: Embedder
-    catalog: Catalog
+    backend: ServerBackend  # the one store: every storage part below is a view of it
     audit_key: bytes
     audit_anchor: Path
-    store: VectorStore
-    sync: IndexSync
     cache: Cache
     limiter: Limiter
     reranker: Reranker | None
     searcher: Searcher
     answerer: Answerer
     blobs: FileBlobStore
-    jobs: JobQueue
-    writes: WriteStore  # the one write transaction (ingest, jobs, deletes, the meter)
+    writes: ServiceStore  # the one write transaction (ingest, jobs, deletes, objects, meter)
     bulk: BulkLoad  # the index side of a bulk import
     meter: Meter
     metrics: Metrics
@@ -62,31 +68,41 @@ class Components:
     job_views: JobListing
     audit_trail: AuditTrail
     auth_store: AuthStore  # principals, keys and console sessions
+    outbox: Outbox  # the derived indexes follow it
+    vectors: VectorIndex
+    unit_reader: UnitReader
+    word_reader: WordReader
+    listing: Listing  # documents and Units as a reader lists them
+    usage_reader: UsageReader
+    object_rows: ObjectCatalog  # objects by (key, owner), the blob collector
     ingestor: Ingestor | None = None  # set by the wiring once the object gate exists
     swept: dict[str, Any] | None = None  # what the start-up sweep of objects/ reclaimed
     versions: str = ""  # model and fusion versions: part of every result-cache key
+    # The embedded backend's own parts, for the tests and benchmarks that look inside it
+    # (None on another backend); nothing above storage uses them.
+    catalog: Catalog | None = None
+    store: VectorStore | None = None
+    sync: IndexSync | None = None
+    jobs: SqlJobQueue | None = None  # the queue behind ``writes.jobs``
 
     def close(self) -> None:
-        """Flush, checkpoint and anchor, then release in reverse order of building (the
-        background threads are stopped first, by their owner)."""
+        """Flush, then close the backend (checkpoint, anchor, release) and the rest, in
+        reverse order of building (the background threads are stopped first, by their
+        owner)."""
         for prov in self.answerer.providers:
             closer = getattr(prov, "close", None)
             if closer is not None:
                 closer()
         try:
             self.meter.flush()
-            with self.catalog.write_lock():
-                self.sync.checkpoint()
-            faults.point("service.close.after_checkpoint")
-            audit.write_anchor(self.catalog.reader(), self.audit_key, self.audit_anchor)
         finally:
-            self.sync.close()
-            if isinstance(self.limiter, RedisLimiter):
-                self.limiter.close()
-            closer = getattr(self.cache, "close", None)  # the shared cache's connection
-            if closer is not None:
-                closer()
-            if isinstance(self.embedder, EmbedExecutor):
-                self.embedder.close()
-            self.catalog.close()
-            self.lock.release()
+            try:
+                self.backend.close()
+            finally:
+                if isinstance(self.limiter, RedisLimiter):
+                    self.limiter.close()
+                closer = getattr(self.cache, "close", None)  # the shared cache's connection
+                if closer is not None:
+                    closer()
+                if isinstance(self.embedder, EmbedExecutor):
+                    self.embedder.close()

@@ -1,12 +1,14 @@
 """Documents and Units listing, ACL changes, document replace, usage (D-60, D-61, D-16, D-17).
 
-Mixed into ``Service``. Every listing applies the one visibility predicate in SQL and pages with
-opaque keyset cursors (offsets skip or repeat rows when data changes between pages).
+Mixed into ``Service``. Every listing asks storage's ``Listing`` with the request's one
+``ReadFilter`` and pages with opaque keyset cursors (offsets skip or repeat rows when data
+changes between pages).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -15,15 +17,14 @@ import orjson
 from . import faults
 from .auth import acl
 from .errors import ForbiddenError, GroupForbiddenError, NotFoundError, ValidationError
-from .storage.sqlite import units as units_sql
-from .storage.sqlite.filter_sql import visible_sql
-from .types import PLANES, Locator, Principal
+from .readfilter import ReadFilter
+from .types import PLANES, Principal
 
 if TYPE_CHECKING:
     from .ingest.pipeline import Ingestor
-    from .storage.protocols_writes import WriteStore
-    from .storage.sqlite.catalog import Catalog
-    from .storage.sqlite.index_sync import IndexSync
+    from .storage.protocols import Outbox, UnitRecord
+    from .storage.protocols_service import Listing, ServiceStore, UsageReader
+    from .storage.protocols_writes import Word
 
 MAX_PAGE = 500
 
@@ -49,34 +50,32 @@ def page_size(limit: int | None) -> int:
     return limit
 
 
-def _filters(
-    plane: str | None, modality: str | None, t_from: int | None, t_to: int | None
-) -> tuple[str, list[object]]:
-    parts: list[str] = []
-    params: list[object] = []
-    if plane is not None:
-        if plane not in PLANES:
-            raise ValidationError(f"unknown plane {plane!r}", field="plane")
-        parts.append("u.plane = ?")
-        params.append(plane)
-    if modality is not None:
-        parts.append("u.modality = ?")
-        params.append(modality)
-    if t_from is not None:
-        parts.append("u.event_at >= ?")
-        params.append(t_from)
-    if t_to is not None:
-        parts.append("u.event_at < ?")
-        params.append(t_to)
-    return (" AND " + " AND ".join(parts)) if parts else "", params
+def _filter(
+    principal: Principal,
+    scopes: list[str],
+    plane: str | None,
+    modality: str | None,
+    t_from: int | None,
+    t_to: int | None,
+) -> ReadFilter:
+    """A listing's filter: the visibility rule over ``scopes``, every plane (a listing is not
+    narrowed to the tier's planes) or the one asked for, and the optional filters."""
+    if plane is not None and plane not in PLANES:
+        raise ValidationError(f"unknown plane {plane!r}", field="plane")
+    return dataclasses.replace(
+        ReadFilter.of(principal, scopes, PLANES if plane is None else (plane,)),
+        modalities=() if modality is None else (modality,),
+        time_lo_ms=t_from,
+        time_hi_ms=t_to,
+    )
 
 
 class DocumentsMixin:
-    catalog: Catalog
-    sync: IndexSync
     ingestor: Ingestor
-    audit_key: bytes
-    writes: WriteStore
+    writes: ServiceStore
+    outbox: Outbox
+    listing: Listing
+    usage_reader: UsageReader
 
     def request_scope(
         self, principal: Principal, header: str | None, query: str | None
@@ -93,16 +92,14 @@ class DocumentsMixin:
         modality: str | None,
         t_from: int | None,
         t_to: int | None,
-    ) -> tuple[list[str], int, str, list[object], str, list[object]]:
-        """What every listing starts with: permission, clamped scopes, page size, the visibility
-        predicate and the optional filters."""
+    ) -> tuple[list[str], int, ReadFilter]:
+        """What every listing starts with: permission, clamped scopes, page size and the
+        request's one ``ReadFilter``."""
         if not principal.has("read"):
             raise ForbiddenError("the read permission is required")
         scopes = self.request_scope(principal, header_scope, query_scope)
         n = page_size(limit)
-        vis, params = visible_sql("u", scopes, principal.name, principal.groups)
-        extra, fparams = _filters(plane, modality, t_from, t_to)
-        return scopes, n, vis, params, extra, fparams
+        return scopes, n, _filter(principal, scopes, plane, modality, t_from, t_to)
 
     def list_docs(
         self,
@@ -117,41 +114,26 @@ class DocumentsMixin:
         t_from: int | None = None,
         t_to: int | None = None,
     ) -> dict[str, Any]:
-        scopes, n, vis, params, extra, fparams = self._listing(
+        scopes, n, rf = self._listing(
             principal, header_scope, query_scope, limit, plane, modality, t_from, t_to
         )
         after = decode_cursor(cursor)
-        cur_sql = ""
-        if after is not None:
-            if not (isinstance(after, list) and len(after) == 2):
-                raise ValidationError("invalid cursor", field="cursor")
-            cur_sql = " AND (u.scope, u.doc_id) > (?, ?)"
-            fparams += [str(after[0]), str(after[1])]
-        rows = (
-            self.catalog.reader()
-            .execute(
-                "SELECT u.scope, u.doc_id, COUNT(*) AS units,"
-                " GROUP_CONCAT(DISTINCT u.plane) AS planes,"
-                " GROUP_CONCAT(DISTINCT u.modality) AS modalities, MIN(u.created_at) AS created_at,"
-                " MAX(u.created_at) AS updated_at, MIN(u.source_uri) AS source_uri"
-                f" FROM units u WHERE {vis} AND u.seq <= ?{extra}{cur_sql}"
-                " GROUP BY u.scope, u.doc_id ORDER BY u.scope, u.doc_id LIMIT ?",
-                (*params, self.sync.applied_seq, *fparams, n + 1),
-            )
-            .fetchall()
-        )
+        if after is not None and not (isinstance(after, list) and len(after) == 2):
+            raise ValidationError("invalid cursor", field="cursor")
+        pos = None if after is None else (str(after[0]), str(after[1]))
+        rows = self.listing.docs(rf, after=pos, limit=n + 1)
         docs = [
             {
-                "doc_id": r["doc_id"],
-                "scope": r["scope"],
-                "units": r["units"],
-                "planes": sorted(r["planes"].split(",")),
-                "modalities": sorted(r["modalities"].split(",")),
-                "source_uri": r["source_uri"],
-                "created_at": r["created_at"],
-                "updated_at": r["updated_at"],
+                "doc_id": d.doc_id,
+                "scope": d.scope,
+                "units": d.units,
+                "planes": list(d.planes),
+                "modalities": list(d.modalities),
+                "source_uri": d.source_uri,
+                "created_at": d.created_at,
+                "updated_at": d.updated_at,
             }
-            for r in rows[:n]
+            for d in rows[:n]
         ]
         nxt = encode_cursor([docs[-1]["scope"], docs[-1]["doc_id"]]) if len(rows) > n else None
         return {"docs": docs, "next_cursor": nxt, "context": {"effective_scopes": scopes}}
@@ -170,30 +152,20 @@ class DocumentsMixin:
         t_from: int | None = None,
         t_to: int | None = None,
     ) -> dict[str, Any]:
-        scopes, n, vis, params, extra, fparams = self._listing(
+        scopes, n, rf = self._listing(
             principal, header_scope, query_scope, limit, plane, modality, t_from, t_to
         )
         if doc_id is not None:
-            extra += " AND u.doc_id = ?"
-            fparams.append(doc_id)
+            rf = dataclasses.replace(rf, doc_ids=(doc_id,))
         after = decode_cursor(cursor)
-        if after is not None:
-            # A catalog id: an int in SQLite's 64-bit range (a forged 2**63 would overflow).
-            if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after < 2**63:
-                raise ValidationError("invalid cursor", field="cursor")
-            extra += " AND u.id > ?"
-            fparams.append(after)
-        rows = (
-            self.catalog.reader()
-            .execute(
-                f"SELECT {units_sql.UNIT_COLUMNS} FROM units u WHERE {vis} AND u.seq <= ?{extra}"
-                " ORDER BY u.id LIMIT ?",
-                (*params, self.sync.applied_seq, *fparams, n + 1),
-            )
-            .fetchall()
-        )
-        units = [unit_dict(r) for r in rows[:n]]
-        nxt = encode_cursor(int(rows[n - 1]["id"])) if len(rows) > n else None
+        # A backend's key: an int in a 64-bit signed range (a forged 2**63 would overflow).
+        if after is not None and (
+            isinstance(after, bool) or not isinstance(after, int) or not 0 <= after < 2**63
+        ):
+            raise ValidationError("invalid cursor", field="cursor")
+        rows = self.listing.units(rf, after=after, limit=n + 1)
+        units = [unit_dict(u) for _, u in rows[:n]]
+        nxt = encode_cursor(rows[n - 1][0]) if len(rows) > n else None
         return {"units": units, "next_cursor": nxt, "context": {"effective_scopes": scopes}}
 
     def patch_doc(
@@ -245,7 +217,7 @@ class DocumentsMixin:
             )
         faults.point("acl.after_commit")
         with self.writes.ordered():  # the derived indexes see the new ACL before the reply
-            self.sync.apply_pending()
+            self.outbox.replay()
         return {"doc_id": doc_id, "updated": len(mine), "acl_groups": groups}
 
     def put_doc(
@@ -271,41 +243,26 @@ class DocumentsMixin:
 
     def documents_used(self, principal: Principal) -> int:
         """Documents the principal created (what its document quota counts)."""
-        return int(
-            self.catalog.reader()
-            .execute("SELECT COUNT(*) FROM docs WHERE created_by = ?", (principal.name,))
-            .fetchone()[0]
-        )
+        return self.writes.quota.docs_used(principal.name)
 
     def usage(
         self, principal: Principal, t_from: int | None = None, t_to: int | None = None
     ) -> dict[str, Any]:
         if not principal.has("read"):
             raise ForbiddenError("the read permission is required")
-        conn = self.catalog.reader()
         used = self.documents_used(principal)
-        per_plane = {p: 0 for p in PLANES}
-        chars = 0
-        for r in conn.execute(
-            "SELECT plane, COUNT(*), SUM(LENGTH(text)) FROM units WHERE created_by = ?"
-            " GROUP BY plane",
-            (principal.name,),
-        ):
-            per_plane[r[0]] = r[1]
-            chars += r[2] or 0
+        created = self.usage_reader.units_created(principal.name)
+        per_plane = {p: 0 for p in PLANES} | dict(created.per_plane)
+        chars = created.text_chars
         now = int(time.time() * 1000)
         lo = t_from if t_from is not None else now - 30 * 86_400_000
         hi = t_to if t_to is not None else now + 1
         day_lo, day_hi = lo // 86_400_000, (hi - 1) // 86_400_000
         reqs: dict[str, int] = {}
         cost = 0.0
-        for r in conn.execute(
-            "SELECT route, SUM(requests), SUM(cost_micro_usd) FROM usage_daily"
-            " WHERE principal = ? AND day BETWEEN ? AND ? GROUP BY route",
-            (principal.name, day_lo, day_hi),
-        ):
-            reqs[r[0]] = int(r[1])
-            cost += (r[2] or 0) / 1e6
+        for r in self.usage_reader.requests(principal.name, day_lo, day_hi):
+            reqs[r.route] = r.requests
+            cost += r.cost_micro_usd / 1e6
         pending = getattr(self, "meter", None)
         if pending is not None:
             for route, n, micro in pending.pending(principal.name, day_lo, day_hi):
@@ -324,33 +281,57 @@ class DocumentsMixin:
         }
 
 
-def unit_dict(row: Any) -> dict[str, Any]:
-    loc = Locator.from_row(row)
+def unit_dict(u: UnitRecord) -> dict[str, Any]:
+    """A Unit as the API shows it."""
     return {
-        "unit_id": row["unit_id"],
-        "text": row["text"],
-        "scope": row["scope"],
-        "doc_id": row["doc_id"],
-        "modality": row["modality"],
-        "plane": row["plane"],
-        "source_uri": row["source_uri"],
-        "mime": row["mime"],
-        "locator": loc.to_dict() if loc else None,
-        "acl_owner": row["acl_owner"],
-        "acl_groups": orjson.loads(row["acl_groups"]),
-        "content_hash": row["content_hash"],
-        "chunk": {"index": row["chunk_idx"], "count": row["n_chunks"]},
-        "created_at": row["created_at"],
-        "event_at": row["event_at"],
-        "t_bucket": row["t_bucket"],
-        "link": units_sql.unit_link(row),
-        "preview": f"/v1/units/{row['unit_id']}/preview" if has_preview(row) else None,
+        "unit_id": u.unit_id,
+        "text": u.text,
+        "scope": u.scope,
+        "doc_id": u.doc_id,
+        "modality": u.modality,
+        "plane": u.plane,
+        "source_uri": u.source_uri or "",
+        "mime": u.mime,
+        "locator": u.locator.to_dict() if u.locator else None,
+        "acl_owner": u.acl_owner,
+        "acl_groups": list(u.acl_groups),
+        "content_hash": u.content_hash,
+        "chunk": {"index": u.chunk_index, "count": u.chunk_count},
+        "created_at": u.created_at,
+        "event_at": u.event_at,
+        "t_bucket": None if u.event_at is None else u.event_at // 3_600_000,  # D-20
+        "link": unit_link(u),
+        "preview": f"/v1/units/{u.unit_id}/preview" if has_preview(u) else None,
     }
 
 
-def has_preview(row: Any) -> bool:
+def unit_link(u: UnitRecord) -> str | None:
+    """A URL a UI can open at the exact spot: the object with its ``#page=`` / ``#t=`` fragment."""
+    if not u.object_key:
+        return None
+    uri = u.source_uri or ""
+    frag = uri[len(u.object_key) :] if uri.startswith(u.object_key) else ""
+    return f"/v1/objects/{u.object_key}{frag}"
+
+
+def has_preview(u: UnitRecord) -> bool:
     """A page or an image to draw the box on. A video shot has neither (its blob is the video;
     no keyframe is stored yet), so it advertises no preview rather than one that fails."""
-    return bool(row["object_key"]) and (
-        row["plane"] in ("doc_visual", "visual") and row["modality"] != "video_shot"
+    return bool(u.object_key) and (
+        u.plane in ("doc_visual", "visual") and u.modality != "video_shot"
     )
+
+
+def word_dicts(words: list[Word]) -> list[dict[str, Any]]:
+    """A word table as the API shows it: only the fields a word has."""
+    out: list[dict[str, Any]] = []
+    for w in words:
+        d: dict[str, Any] = {"start": w.start, "end": w.end}
+        if w.t_start_ms is not None:
+            d["t_start_ms"], d["t_end_ms"] = w.t_start_ms, w.t_end_ms
+        if w.box is not None:
+            d["page"], d["box"] = w.page, list(w.box)
+        if w.conf is not None:
+            d["conf"] = w.conf
+        out.append(d)
+    return out

@@ -9,7 +9,7 @@ caller can read was derived from exactly this content, D-47). Everything else is
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -28,28 +28,27 @@ from .errors import (
     ValidationError,
 )
 from .metering import object_usage
-from .storage.sqlite import audit
-from .storage.sqlite.filter_sql import scope_sql, visible_sql
+from .readfilter import ReadFilter
+from .storage.protocols_service import StoredObject
 from .storage.sqlite.objects import FileBlobStore, check_key
-from .storage.sqlite.units import now_ms
 from .tenancy import tier_caps
-from .types import Principal
+from .types import PLANES, Principal
 
 if TYPE_CHECKING:
     from .settings import Settings
-    from .storage.protocols_writes import QuotaLedger, WriteStore
-    from .storage.sqlite.catalog import Catalog
+    from .storage.protocols import Outbox
+    from .storage.protocols_service import ObjectCatalog, ServiceStore
+    from .storage.protocols_writes import QuotaLedger, StoredUnit
 
 _CT = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*")
 
 
 class ObjectsMixin:
-    catalog: Catalog
     settings: Settings
     blobs: FileBlobStore
-    audit_key: bytes
-    sync: Any
-    writes: WriteStore
+    writes: ServiceStore
+    outbox: Outbox
+    object_rows: ObjectCatalog
 
     def object_put_cap(self, principal: Principal, key: str) -> tuple[int, int] | None:
         """``(cap, bytes held)`` for a PUT at ``key`` (None: the tier has no cap).
@@ -60,15 +59,7 @@ class ObjectsMixin:
         cap = tier_caps(self.settings, principal.tier).object_bytes
         if cap is None:
             return None
-        return cap, self._bytes_held(self.catalog.reader(), principal, key)
-
-    def _bytes_held(self, conn: Any, principal: Principal, key: str) -> int:
-        return int(
-            conn.execute(
-                "SELECT COALESCE(SUM(size), 0) FROM objects WHERE acl_owner = ? AND key != ?",
-                (principal.name, key),
-            ).fetchone()[0]
-        )
+        return cap, self.object_rows.bytes_held(principal.name, excluding=key)
 
     def put_object(
         self,
@@ -94,7 +85,7 @@ class ObjectsMixin:
         groups = sorted(set(acl_groups if acl_groups is not None else principal.groups))
         # Only the caller's own object at the key matters: another owner's is never read here,
         # so a PUT answers the same whether or not someone else stored something at the key.
-        mine = self._own_object(self.catalog.reader(), principal, key)
+        mine = self.object_rows.own(key, principal.name)
         if mine is not None:
             self._check_if_match(mine, if_match)  # before the body is stored; again under lock
         # A new object may be shared only with the caller's own groups (a replace keeps the
@@ -106,13 +97,13 @@ class ObjectsMixin:
             )
         staged = self.blobs.stage(chunks, self.settings.max_object_bytes)
         try:
-            with self.catalog.write_lock():
-                with self.catalog.write() as conn:
-                    existing = self._own_object(conn, principal, key)
+            with self.writes.ordered():
+                with self.writes.write() as tx:
+                    existing = tx.object_rows.own(key, principal.name)
                     if existing is not None:
                         self._check_if_match(existing, if_match)
                     cap = tier_caps(self.settings, principal.tier).object_bytes
-                    held = self._bytes_held(conn, principal, key)
+                    held = tx.object_rows.bytes_held(principal.name, excluding=key)
                     if cap is not None and held + staged.size > cap:
                         raise QuotaExceededError(
                             f"storing {staged.size} bytes would exceed your {principal.tier}"
@@ -121,39 +112,30 @@ class ObjectsMixin:
                             used=held,
                             requested=staged.size,
                         )
-                    # Named under the write lock, with the row committed before it is released:
-                    # the collector runs under the same lock (FileBlobStore.commit).
+                    # Named inside the write, with the row committed before the write's lock is
+                    # released: the collector runs in write order too (FileBlobStore.commit).
                     self.blobs.commit(staged)
                     faults.point("objects.put.before_row")
-                    conn.execute(
-                        "INSERT INTO objects(key, acl_owner, sha256, size, content_type, scope,"
-                        " acl_groups, created_by, created_at) VALUES (?,?,?,?,?,?,?,?,?)"
-                        " ON CONFLICT(key, acl_owner) DO UPDATE SET sha256 = excluded.sha256,"
-                        " size = excluded.size, content_type = excluded.content_type,"
-                        " created_at = excluded.created_at",
-                        (
-                            key,
-                            principal.name,
-                            staged.sha256,
-                            staged.size,
-                            ctype,
-                            scope,
-                            json.dumps(groups),
-                            principal.name,
-                            self._next_stamp(conn, key),
-                        ),
+                    tx.object_rows.put(
+                        StoredObject(
+                            object_key=key,
+                            acl_owner=principal.name,
+                            sha256=staged.sha256,
+                            size=staged.size,
+                            content_type=ctype,
+                            scope=scope,
+                            acl_groups=tuple(groups),
+                            created_by=principal.name,
+                        )
                     )
                     faults.point("objects.put.after_row")
-                    audit.append(
-                        conn,
-                        self.audit_key,
+                    tx.audit.append(
                         principal,
                         "object.put",
                         {"key": key, "sha256": staged.sha256, "size": staged.size},
                     )
-                if existing is not None and existing["sha256"] != staged.sha256:
-                    with self.catalog.locked() as wconn:
-                        self.blobs.collect(wconn, str(existing["sha256"]))
+                if existing is not None and existing.sha256 != staged.sha256:
+                    self.object_rows.collect(existing.sha256)
         finally:
             self.blobs.discard(staged)
         faults.point("objects.put.after_commit")
@@ -167,73 +149,36 @@ class ObjectsMixin:
         }
 
     @staticmethod
-    def _next_stamp(conn: Any, key: str) -> int:
-        """Now, but later than every write at ``key`` so far: "the newest object" a read
-        resolves to is always the last one written, even within one millisecond."""
-        last = conn.execute("SELECT MAX(created_at) FROM objects WHERE key = ?", (key,)).fetchone()
-        return max(now_ms(), int(last[0] or 0) + 1)
-
-    @staticmethod
-    def _check_if_match(existing: Any, if_match: str | None) -> None:
-        if if_match != f'"{existing["sha256"]}"':
+    def _check_if_match(existing: StoredObject, if_match: str | None) -> None:
+        if if_match != existing.etag:
             raise ConflictError("objects are immutable: send If-Match with the current ETag")
 
     @staticmethod
-    def _own_object(conn: Any, principal: Principal, key: str) -> Any:
-        return conn.execute(
-            "SELECT * FROM objects WHERE key = ? AND acl_owner = ?", (key, principal.name)
-        ).fetchone()
+    def _object_filter(principal: Principal) -> ReadFilter:
+        """What an object read may see: every grant, every plane (an object's rule is the
+        Units' rule over all of the caller's scopes, D-47)."""
+        return ReadFilter.of(principal, principal.scopes, PLANES)
 
-    def may_read_object(self, principal: Principal, row: Any) -> bool:
-        """The one rule for reading an object (GET, HEAD, ``source_uri``, media jobs).
-
-        With ``read``: the object's scope lies within the caller's grants and the caller owns
-        it or shares one of its groups; or a Unit the caller can read was derived from this
-        very content (same key and blob), which is what that Unit cites.
-        """
+    def resolve_object(self, principal: Principal, key: str) -> StoredObject | None:
+        """The object a read of ``key`` means: the caller's own, else the newest it may read
+        (its scope within the caller's grants and the ACL matches, or a Unit the caller can
+        read was derived from this very content). Nothing without ``read``."""
         if not principal.has("read"):
-            return False
-        own_scope = within_any(row["scope"], principal.scopes)
-        groups = set(json.loads(row["acl_groups"]))
-        if own_scope and (row["acl_owner"] == principal.name or groups & principal.groups):
-            return True
-        vis, params = visible_sql("u", principal.scopes, principal.name, principal.groups)
-        hit = (
-            self.catalog.reader()
-            .execute(
-                f"SELECT 1 FROM units u WHERE u.object_key = ? AND u.object_sha = ? AND {vis}"
-                " LIMIT 1",
-                (row["key"], row["sha256"], *params),
-            )
-            .fetchone()
-        )
-        return hit is not None
+            return None
+        return self.object_rows.resolve(key, self._object_filter(principal))
 
-    def resolve_object(self, principal: Principal, key: str) -> Any:
-        """The object a read of ``key`` means: the caller's own, else the newest it may read."""
-        rows = (
-            self.catalog.reader()
-            .execute(
-                "SELECT * FROM objects WHERE key = ?"
-                " ORDER BY acl_owner = ? DESC, created_at DESC, acl_owner",
-                (key, principal.name),
-            )
-            .fetchall()
-        )
-        return next((r for r in rows if self.may_read_object(principal, r)), None)
-
-    def object_for_read(self, principal: Principal, key: str) -> Any:
-        """The object's row when the caller may read it; 404 otherwise (existence never shown)."""
+    def object_for_read(self, principal: Principal, key: str) -> StoredObject:
+        """The object when the caller may read it; 404 otherwise (existence never shown)."""
         if not principal.has("read"):
             raise ForbiddenError("the read permission is required")
         try:
             check_key(key)
         except ValidationError:
             raise NotFoundError("object not found") from None
-        row = self.resolve_object(principal, key)
-        if row is None:
+        obj = self.resolve_object(principal, key)
+        if obj is None:
             raise NotFoundError("object not found")
-        return row
+        return obj
 
     def delete_object(self, principal: Principal, key: str, cascade: bool) -> dict[str, Any]:
         """``DELETE /v1/objects/{key}``: the caller's own object at the key.
@@ -250,19 +195,19 @@ class ObjectsMixin:
         except ValidationError:
             raise NotFoundError("object not found") from None
         with self.writes.ordered():
-            row = self._own_object(self.catalog.reader(), principal, key)
-            if row is None or not within_any(row["scope"], principal.scopes):
+            obj = self.object_rows.own(key, principal.name)
+            if obj is None or not within_any(obj.scope, principal.scopes):
                 raise NotFoundError("object not found")
-            refs = self._readable_referrers(principal, row)
+            refs = self._readable_referrers(principal, obj)
             if refs and not cascade:
-                doc_ids = sorted({str(r["doc_id"]) for r in refs})
+                doc_ids = sorted({r.doc_id for r in refs})
                 raise ObjectInUseError(
                     f"{len(refs)} unit(s) in {len(doc_ids)} document(s) were derived from this"
                     " object: delete them first or send ?cascade=true",
                     doc_ids=doc_ids,
                 )
             with self.writes.write() as tx:
-                gone = tx.units.delete([str(r["unit_id"]) for r in refs])
+                gone = tx.units.delete([r.unit_id for r in refs])
                 if gone:
                     tx.units.bump_generations({u.scope for u in gone})
                 tx.object_rows.remove(key, principal.name)
@@ -271,42 +216,30 @@ class ObjectsMixin:
                     "object.delete",
                     {
                         "key": key,
-                        "sha256": row["sha256"],
+                        "sha256": obj.sha256,
                         "cascade": cascade,
                         "removed": [u.unit_id for u in gone],
                     },
                 )
-            with self.catalog.locked() as wconn:
-                collected = self.blobs.collect(wconn, str(row["sha256"]))
+            collected = self.object_rows.collect(obj.sha256)
             if gone:
-                self.sync.apply_pending()
+                self.outbox.replay()
         return {
             "deleted": key,
-            "sha256": row["sha256"],
+            "sha256": obj.sha256,
             "units_deleted": len(gone),
             "unit_ids": [u.unit_id for u in gone],
             "doc_ids": sorted({u.doc_id for u in gone}),
             "blob_collected": collected,
         }
 
-    def _readable_referrers(self, principal: Principal, row: Any) -> list[Any]:
+    def _readable_referrers(self, principal: Principal, obj: StoredObject) -> list[StoredUnit]:
         """Units derived from this object's content that the caller may see (and so destroy):
-        readable ones with ``read``, only its own without it."""
-        if principal.has("read"):
-            vis, params = visible_sql("u", principal.scopes, principal.name, principal.groups)
-        else:
-            s_sql, params = scope_sql("u.scope", principal.scopes)
-            vis = f"{s_sql} AND u.acl_owner = ?"
-            params.append(principal.name)
-        return (
-            self.catalog.reader()
-            .execute(
-                f"SELECT u.id, u.unit_id, u.doc_id FROM units u WHERE u.object_key = ?"
-                f" AND u.object_sha = ? AND {vis} ORDER BY u.id",
-                (row["key"], row["sha256"], *params),
-            )
-            .fetchall()
-        )
+        readable ones with ``read``, only its own without it (the owner leg alone)."""
+        rf = self._object_filter(principal)
+        if not principal.has("read"):
+            rf = dataclasses.replace(rf, groups=frozenset())
+        return self.object_rows.citing(obj, rf)
 
     def check_blobs_kept(self, prepared: Iterable[Any]) -> None:
         """Under the write lock, before Units citing a blob are stored: the blob is still there.

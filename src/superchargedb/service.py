@@ -1,11 +1,13 @@
 """The service facade: the one object the API, the CLI and the tests call.
 
-It owns the data dir (lock, catalog, vector index, audit key, cache, embedder) and composes the
-ingest and search pipelines. Nothing here knows about HTTP.
+It holds the parts ``wiring.build_components`` made (the storage backend's Protocols, the cache,
+the embedder) and composes the ingest and search pipelines. Nothing here knows about HTTP or
+speaks to a database.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -19,7 +21,7 @@ from .auth import principals as principals_mod
 from .auth.scopes import check_scope, clamp
 from .background import Background
 from .components import Components
-from .documents import DocumentsMixin, has_preview, unit_dict
+from .documents import DocumentsMixin, has_preview, unit_dict, word_dicts
 from .errors import (
     ForbiddenError,
     NotFoundError,
@@ -35,13 +37,11 @@ from .preview import PreviewSource
 from .readfilter import ReadFilter
 from .schemas import AegisQuery
 from .search.cache import cache_key
-from .storage.sqlite import unit_words
-from .storage.sqlite import units as units_sql
-from .storage.sqlite.filter_sql import visible_sql
 from .tenancy import TenancyMixin
-from .types import PLANES, TIER_PLANES, Locator, Principal, Trace
+from .types import PLANES, TIER_PLANES, Principal, Trace
 
 if TYPE_CHECKING:
+    from .storage.protocols import UnitRecord
     from .storage.protocols_writes import StoreTx
 
 log = logging.getLogger(__name__)
@@ -56,18 +56,14 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.settings = parts.settings
         self.lock = parts.lock
         self.embedder = parts.embedder
-        self.catalog = parts.catalog
         self.audit_key = parts.audit_key
         self.audit_anchor = parts.audit_anchor
-        self.store = parts.store
-        self.sync = parts.sync
         self.cache = parts.cache
         self.limiter = parts.limiter
         self.reranker = parts.reranker
         self.searcher = parts.searcher
         self.answerer = parts.answerer
         self.blobs = parts.blobs
-        self.jobs = parts.jobs
         self.writes = parts.writes
         self.bulk = parts.bulk
         self.meter = parts.meter
@@ -76,6 +72,19 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.job_views = parts.job_views
         self.audit_trail = parts.audit_trail
         self.auth_store = parts.auth_store
+        self.outbox = parts.outbox
+        self.vectors = parts.vectors
+        # The embedded backend's own parts, for the tests and benchmarks that look inside it
+        # (None on another backend): nothing here uses them.
+        self.catalog = parts.catalog
+        self.store = parts.store
+        self.sync = parts.sync
+        self.jobs = parts.jobs
+        self.unit_reader = parts.unit_reader
+        self.word_reader = parts.word_reader
+        self.listing = parts.listing
+        self.usage_reader = parts.usage_reader
+        self.object_rows = parts.object_rows
         self.swept = parts.swept
         self.versions = parts.versions
         self.ingestor: Ingestor  # set by the wiring (it needs this facade as its object gate)
@@ -87,7 +96,6 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
     def memory_gauges(self) -> dict[str, float]:
         """Sizes of the in-process caches and indexes (memstats.MemoryLog)."""
         mb = 2**20
-        wal = self.catalog.path.with_name(self.catalog.path.name + "-wal")
         cand_bytes, cand_entries = self.searcher.store.cache_stats()
         return {
             "result_cache_mb": round(self.cache.nbytes / mb, 2),
@@ -96,20 +104,18 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
             "embed_cache_entries": (
                 self.embedder.cache_len() if isinstance(self.embedder, EmbedExecutor) else 0
             ),
-            "units_indexed": float(sum(self.store.count(p) for p in PLANES)),
-            "vector_rows_mb": round(self.store.rows_nbytes() / mb, 2),
-            "catalog_db_mb": round(self.catalog.path.stat().st_size / mb, 2),
-            "catalog_wal_mb": round(wal.stat().st_size / mb, 2) if wal.exists() else 0.0,
+            "units_indexed": float(sum(self.vectors.count(p) for p in PLANES)),
+            **self.parts.backend.sizes(),
         }
 
     def _register_gauges(self) -> None:
         m = self.metrics
 
         def index_size() -> dict[tuple[tuple[str, str], ...], float]:
-            return {(("plane", p),): float(self.store.count(p)) for p in PLANES}
+            return {(("plane", p),): float(self.vectors.count(p)) for p in PLANES}
 
         def outbox_lag() -> dict[tuple[tuple[str, str], ...], float]:
-            return {(): float(self.sync.outbox_head() - self.sync.applied_seq)}
+            return {(): float(self.outbox.head() - self.outbox.applied())}
 
         def cache_stats() -> dict[tuple[tuple[str, str], ...], float]:
             return {(("result", "hit"),): self.cache.hits, (("result", "miss"),): self.cache.misses}
@@ -124,7 +130,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         m.gauge("scdb_wal_bytes", "Size of the SQLite write-ahead log", wal_bytes)
 
         def queue_depth() -> dict[tuple[tuple[str, str], ...], float]:
-            return {(("state", k),): float(v) for k, v in self.jobs.depth().items()}
+            return {(("state", k),): float(v) for k, v in self.writes.jobs.depth().items()}
 
         m.gauge("scdb_jobs", "Derivation jobs by state (queue depth: queued)", queue_depth)
 
@@ -134,21 +140,12 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.parts.close()
 
     def doctor(self) -> dict[str, Any]:
-        from .storage.sqlite.doctor import doctor
-
-        with self.catalog.write_lock():
-            return doctor(
-                self.catalog,
-                self.store,
-                self.sync.lexical,
-                objects_root=self.blobs.root,
-                blob_exists=self.blobs.exists,
-                swept=self.swept,
-            )
+        report: dict[str, Any] = json.loads(self.parts.backend.doctor())
+        return report
 
     @property
     def ready(self) -> bool:
-        return self.sync.ready
+        return self.parts.backend.ready
 
     # -- auth ------------------------------------------------------------------------------
     def authenticate(self, authorization: str | None) -> Principal:
@@ -251,7 +248,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
                 "grounded answers are a Pro / Enterprise feature", required_tier="pro"
             )
         rf = ReadFilter.of(principal, scopes, self.query_planes(principal, q), q)
-        gens = units_sql.read_generations(self.catalog.reader(), scopes)
+        gens = dict(self.unit_reader.generations(scopes))
         return q, rf, gens
 
     def _cached(self, key: str, t0: float) -> dict[str, Any] | None:
@@ -322,17 +319,10 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         return self._finish(key, hits, None, trace, scopes, principal)
 
     # -- units -----------------------------------------------------------------------------
-    def _visible_row(self, principal: Principal, unit_id: str) -> Any:
-        vis, params = visible_sql("u", principal.scopes, principal.name, principal.groups)
-        return (
-            self.catalog.reader()
-            .execute(
-                f"SELECT {units_sql.UNIT_COLUMNS} FROM units u"
-                f" WHERE u.unit_id = ? AND u.seq <= ? AND {vis}",
-                (unit_id, self.sync.applied_seq, *params),
-            )
-            .fetchone()
-        )
+    def _visible_unit(self, principal: Principal, unit_id: str) -> UnitRecord | None:
+        """The Unit when the caller may read it: within any of its grants, on every plane."""
+        rf = ReadFilter.of(principal, principal.scopes, PLANES)
+        return self.unit_reader.get(unit_id, rf)
 
     def get_unit(
         self, principal: Principal, unit_id: str, *, words: bool = False
@@ -341,12 +331,12 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         boxes), read only once the Unit's own check passed (else the same 404)."""
         if not principal.has("read"):
             raise ForbiddenError("the read permission is required")
-        row = self._visible_row(principal, unit_id)
-        if row is None:
+        unit = self._visible_unit(principal, unit_id)
+        if unit is None:
             raise NotFoundError("unit not found")
-        out = unit_dict(row)
+        out = unit_dict(unit)
         if words:
-            table = unit_words.get(self.catalog.reader(), int(row["id"]))
+            table = word_dicts(self.word_reader.of_units([unit_id]).get(unit_id, []))
             out["words"] = [{"text": out["text"][w["start"] : w["end"]], **w} for w in table]
         return out
 
@@ -356,20 +346,20 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         The only way to a ``PreviewSource``, so a cached rendering is never served unchecked."""
         if not principal.has("read"):
             raise ForbiddenError("the read permission is required")
-        row = self._visible_row(principal, unit_id)
-        if row is None:
+        unit = self._visible_unit(principal, unit_id)
+        if unit is None:
             raise NotFoundError("unit not found")
-        if not has_preview(row):
+        if not has_preview(unit):
             raise NotFoundError("this unit has no page or image to preview")
         # The blob the Unit was derived from (kept by the Unit), not whatever the key names now.
-        if not row["object_sha"] or not self.blobs.exists(row["object_sha"]):
+        if not unit.object_sha or not self.blobs.exists(unit.object_sha):
             raise NotFoundError("the unit's object is gone")
-        blob = self.blobs.path(row["object_sha"])
+        blob = self.blobs.path(unit.object_sha)
         with open(blob, "rb") as f:
             head = f.read(8)
         mime = "application/pdf" if head.startswith(b"%PDF") else "image"
-        loc = Locator.from_row(row)
-        return PreviewSource(blob, str(row["object_sha"]), mime, loc.to_dict() if loc else None)
+        loc = unit.locator
+        return PreviewSource(blob, unit.object_sha, mime, loc.to_dict() if loc else None)
 
     def delete_unit(self, principal: Principal, unit_id: str) -> dict[str, Any]:
         if not principal.has("write"):
@@ -421,5 +411,5 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
     def _deleted(self) -> None:
         """After a delete's commit, under ``ordered()``: the indexes drop the Units too."""
         faults.point("delete.after_commit")
-        self.sync.apply_pending()
+        self.outbox.replay()
         faults.point("delete.after_apply")

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from .settings import Settings
     from .storage.protocols_auth import AuthStore, AuthTx
     from .storage.protocols_reads import AuditTrail, ChainReport
-    from .storage.sqlite.catalog import Catalog
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,6 @@ def tier_caps(settings: Settings, tier: str) -> TierCaps:
 
 class TenancyMixin:
     auth_store: AuthStore
-    catalog: Catalog
     audit_key: bytes
     audit_trail: AuditTrail
 

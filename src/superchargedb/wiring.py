@@ -22,7 +22,8 @@ from .answer.providers import ChatProvider, OpenAIChatProvider
 from .answer.verify import make_checker
 from .background import Background
 from .components import Components
-from .errors import UnavailableError, ValidationError
+from .documents import word_dicts
+from .errors import ValidationError
 from .ingest.deps import IngestDeps
 from .ingest.pipeline import Ingestor
 from .metering import Meter
@@ -36,29 +37,16 @@ from .search.rerank import make_reranker
 from .service import Service
 from .settings import Settings
 from .storage.lock import DataDirLock
+from .storage.protocols import Outbox
 from .storage.protocols_reads import Maintenance
+from .storage.protocols_service import ServerBackend
 from .storage.s3.objects import S3BlobStore
-from .storage.sqlite import audit, unit_words
-from .storage.sqlite.audit_trail import SqliteAuditTrail
-from .storage.sqlite.auth_store import SqliteAuthStore
-from .storage.sqlite.bulk_load import SqliteBulkLoad
-from .storage.sqlite.catalog import Catalog
-from .storage.sqlite.counts import SqliteCounts
-from .storage.sqlite.index_sync import IndexSync
-from .storage.sqlite.job_views import SqliteJobViews
-from .storage.sqlite.jobs import JobQueue
+from .storage.sqlite import audit
+from .storage.sqlite.backend import SqliteBackend
 from .storage.sqlite.maintenance import SqliteMaintenance
-from .storage.sqlite.objects import (
-    ORPHAN_GRACE_S,
-    FileBlobStore,
-    referenced_blobs,
-    sweep_orphans,
-)
-from .storage.sqlite.reindex import stale_count
-from .storage.sqlite.search_store import ExactScan, SqliteSearchStore
-from .storage.sqlite.sparse import SparseIndex
-from .storage.sqlite.writes import SqliteWriteStore
-from .storage.vectors import VectorStore
+from .storage.sqlite.objects import FileBlobStore
+from .storage.sqlite.open import open_server as open_sqlite_server
+from .storage.sqlite.open import open_worker as open_sqlite_worker
 from .worker import WorkerContext
 
 log = logging.getLogger(__name__)
@@ -148,40 +136,30 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
     try:
         blobs = blob_store(s, data)
         emb = _executor(s, embedder)
-        catalog = Catalog(
-            data / "catalog.db",
-            s.sqlite_synchronous,
-            writer_cache_mb=s.sqlite_cache_mb,
-            reader_cache_mb=s.sqlite_reader_cache_mb,
-            reader_mmap_mb=s.sqlite_reader_mmap_mb,
-        )
         audit_key = audit.load_key(s.audit_key_file)
         cache = make_result_cache(s, audit_key)  # its namespace: this deployment's (D-191)
         audit_anchor = audit.anchor_path(data, s.audit_anchor_file)
-        if stale_count(catalog, emb.model_id):
-            raise UnavailableError(
-                f"Units in {data} were embedded with another model than "
-                f"{emb.model_id}: run `superchargedb reindex --data {data}`"
-            )
-        store = VectorStore(data / "index", emb.dim, emb.model_id)
-        lexical = SparseIndex(data / "lexical") if s.lexical_backend == "sparse" else None
-        sync = IndexSync(catalog, store, s.checkpoint_every, lexical)
-        sync.startup()
+        # The one backend (D-231): another kind is opened here instead, from its settings,
+        # with no embedded parts to show.
+        sqlite = open_sqlite_server(
+            s,
+            lock,
+            model_id=emb.model_id,
+            dim=emb.dim,
+            audit_key=audit_key,
+            audit_anchor=audit_anchor,
+            blobs=blobs,
+            locked_at=locked_at,
+        )
+        backend: ServerBackend = sqlite
+        inside = _embedded_parts(sqlite)
     except BaseException:
         if emb is not None:
             emb.close()
         lock.release()
         raise
     reranker = make_reranker(s)
-    search_store = SqliteSearchStore(
-        catalog,
-        sync,
-        store,
-        s.lexical_backend,
-        ExactScan(s.exact_scan_max, s.exact_scan_fraction),
-        s.candidate_cache_max_bytes,
-    )
-    searcher = Searcher(s, search_store, emb, reranker)
+    searcher = Searcher(s, backend.search, emb, reranker)
     answerer = Answerer(
         s,
         searcher,
@@ -189,49 +167,58 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         providers(s),
         make_checker(s.support_checker, emb),
         Localizer(emb),
-        words=lambda unit_ids: unit_words.for_unit_ids(catalog.reader(), unit_ids),
+        words=lambda unit_ids: {
+            u: word_dicts(ws) for u, ws in backend.words.of_units(unit_ids).items()
+        },
     )
-    jobs = JobQueue(catalog, s.job_lease_s, s.job_max_attempts, owner_kind="server")
-    # Before any request or worker thread: what a crash left behind can have no live owner.
-    swept: dict[str, Any] | None
-    try:
-        swept = sweep_orphans(catalog.reader(), blobs.root, locked_at)
-        if isinstance(blobs, S3BlobStore):  # the bucket may be shared: only old orphans
-            swept["bucket"] = blobs.sweep_remote(
-                referenced_blobs(catalog.reader()), time.time() - ORPHAN_GRACE_S
-            )
-    except Exception:  # reclaiming space must never keep the server from starting
-        log.exception("object store sweep failed")
-        swept = None
-    jobs.release_dead_leases(own_data_dir=True)
-    writes = SqliteWriteStore(catalog, jobs, audit_key, emb.model_id, lambda: sync.applied_seq)
     return Components(
         settings=s,
         lock=lock,
         embedder=emb,
-        catalog=catalog,
+        backend=backend,
         audit_key=audit_key,
         audit_anchor=audit_anchor,
-        store=store,
-        sync=sync,
         cache=cache,
         limiter=make_limiter(s),
         reranker=reranker,
         searcher=searcher,
         answerer=answerer,
         blobs=blobs,
-        jobs=jobs,
-        writes=writes,
-        bulk=SqliteBulkLoad(catalog, sync),
-        meter=Meter(writes),
+        writes=backend,
+        bulk=backend.bulk,
+        meter=Meter(backend),
         metrics=Metrics(),
-        counts=SqliteCounts(catalog, lambda: sync.applied_seq),
-        job_views=SqliteJobViews(catalog),
-        audit_trail=SqliteAuditTrail(catalog, audit_key, audit_anchor),
-        auth_store=SqliteAuthStore(catalog, audit_key),
-        swept=swept,
+        counts=backend.counts,
+        job_views=backend.job_views,
+        audit_trail=backend.audit_trail,
+        auth_store=backend,
+        outbox=backend.outbox,
+        vectors=backend.vectors,
+        unit_reader=backend.units,
+        word_reader=backend.words,
+        listing=backend.listing,
+        usage_reader=backend.usage,
+        object_rows=backend.object_rows,
         versions=f"{emb.model_id};rrf{s.rrf_k};d{s.leg_depth}",
+        **inside,
     )
+
+
+def _embedded_parts(b: SqliteBackend) -> dict[str, Any]:
+    """What the embedded backend shows of itself: the start-up sweep's report, and its own
+    parts for the tests and benchmarks that look inside it (``Components``)."""
+    return {
+        "swept": b.swept,
+        "catalog": b.catalog,
+        "store": b.sync.store,
+        "sync": b.sync,
+        "jobs": b.queue,
+    }
+
+
+def _replayed(outbox: Outbox) -> None:
+    """After a commit, under the write order: the derived indexes apply it before the ack."""
+    outbox.replay()
 
 
 def open_service(settings: Settings, embedder: Embedder | None = None) -> Service:
@@ -246,7 +233,7 @@ def open_service(settings: Settings, embedder: Embedder | None = None) -> Servic
             embedder=parts.embedder,
             blobs=parts.blobs,
             objects=svc,
-            apply=parts.sync.apply_pending,
+            apply=lambda: _replayed(parts.outbox),
             wake=bg.wake.set,
         )
     )
@@ -257,21 +244,10 @@ def open_service(settings: Settings, embedder: Embedder | None = None) -> Servic
 def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerContext:
     """A ``superchargedb worker`` process's parts: it does not own the data dir."""
     s = settings
-    data = Path(s.data_dir)
-    if not (data / "catalog.db").exists():
-        raise SystemExit(f"no catalog in {data}: start the server once first")
-    catalog = Catalog(data / "catalog.db", s.sqlite_synchronous)
     emb = embedder or _model(s)
-    jobs = JobQueue(catalog, s.job_lease_s, s.job_max_attempts)
-    # Leases of workers (or servers) that provably died on this machine resume at once.
-    jobs.release_dead_leases(own_data_dir=False)
-    deps = IngestDeps(
-        settings=s,
-        store=SqliteWriteStore(catalog, jobs, audit.load_key(s.audit_key_file), emb.model_id),
-        embedder=emb,
-        blobs=blob_store(s, data),
-    )
-    return WorkerContext(deps, Ingestor(deps), catalog.close)
+    store = open_sqlite_worker(s, model_id=emb.model_id, audit_key=audit.load_key(s.audit_key_file))
+    deps = IngestDeps(settings=s, store=store, embedder=emb, blobs=blob_store(s, Path(s.data_dir)))
+    return WorkerContext(deps, Ingestor(deps), store.close)
 
 
 def open_maintenance(settings: Settings) -> Maintenance:

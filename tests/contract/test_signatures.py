@@ -15,11 +15,19 @@ from superchargedb.storage import (
     protocols_auth,
     protocols_reads,
     protocols_search,
+    protocols_service,
     protocols_writes,
 )
 
 # Every module of storage Protocols (a new concept's module is added here).
-MODULES = (protocols, protocols_search, protocols_reads, protocols_auth, protocols_writes)
+MODULES = (
+    protocols,
+    protocols_search,
+    protocols_reads,
+    protocols_auth,
+    protocols_writes,
+    protocols_service,
+)
 
 FORBIDDEN = re.compile(r"\b(sqlite3|Connection|Cursor|Row|Any|rowid|sql|SQL)\b|dict\[str, ")
 # The one array type: a float32 vector (its shape parameter is typing.Any in numpy's stubs).

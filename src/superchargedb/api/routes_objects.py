@@ -13,6 +13,7 @@ from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
 from ..errors import PayloadTooLargeError, QuotaExceededError
 from ..service import Service
+from ..storage.protocols_service import StoredObject
 from ..storage.sqlite.objects import INLINE_TYPES, parse_range
 from ..types import Principal
 from .openapi import ERROR_RESPONSES
@@ -106,8 +107,8 @@ def register_objects(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
         range_: str | None = Header(default=None, alias="Range"),
         if_none_match: str | None = Header(default=None),
     ) -> Response:
-        row = await run_in_threadpool(svc.object_for_read, narrowed(svc, p, scope), key)
-        return _object_response(svc, key, row, range_, if_none_match, body=True)
+        obj = await run_in_threadpool(svc.object_for_read, narrowed(svc, p, scope), key)
+        return _object_response(svc, key, obj, range_, if_none_match, body=True)
 
     @app.head(
         "/v1/objects/{key:path}",
@@ -125,8 +126,8 @@ def register_objects(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
         range_: str | None = Header(default=None, alias="Range"),
         if_none_match: str | None = Header(default=None),
     ) -> Response:
-        row = await run_in_threadpool(svc.object_for_read, narrowed(svc, p, scope), key)
-        return _object_response(svc, key, row, range_, if_none_match, body=False)
+        obj = await run_in_threadpool(svc.object_for_read, narrowed(svc, p, scope), key)
+        return _object_response(svc, key, obj, range_, if_none_match, body=False)
 
     @app.delete(
         "/v1/objects/{key:path}",
@@ -161,12 +162,17 @@ def register_objects(app: FastAPI, svc: Service, principal: PrincipalDep) -> Non
 
 
 def _object_response(
-    svc: Service, key: str, row: Any, range_: str | None, if_none_match: str | None, body: bool
+    svc: Service,
+    key: str,
+    obj: StoredObject,
+    range_: str | None,
+    if_none_match: str | None,
+    body: bool,
 ) -> Response:
     """GET's answer; HEAD's is the same status and headers without the body (RFC 9110 9.3.2)."""
-    size = int(row["size"])
-    etag = f'"{row["sha256"]}"'
-    ctype = row["content_type"]
+    size = obj.size
+    etag = obj.etag
+    ctype = obj.content_type
     headers = dict(OBJECT_HEADERS)
     headers["ETag"] = etag
     name = key.rsplit("/", 1)[-1]
@@ -174,7 +180,7 @@ def _object_response(
     headers["Content-Disposition"] = f'{disp}; filename="{name}"'
     if if_none_match == etag:
         return Response(status_code=304, headers=headers)
-    path = os.fspath(svc.blobs.path(row["sha256"]))
+    path = os.fspath(svc.blobs.path(obj.sha256))
     rng = parse_range(range_, size)
     if rng == "unsatisfiable":
         headers["Content-Range"] = f"bytes */{size}"

@@ -147,7 +147,7 @@ def seed_media(svc: Service, alice_key: str) -> dict[str, Any]:
     ]:
         # The object a read of the key resolves to is alice's own when she stored one.
         stored = svc.resolve_object(alice, key)
-        if stored is not None and stored["acl_owner"] == alice.name:
+        if stored is not None and stored.acl_owner == alice.name:
             continue
         obj_scope = key.rsplit("/", 1)[0]
         svc.put_object(alice, key, iter([make()]), mime, obj_scope, ["eng-backend"])

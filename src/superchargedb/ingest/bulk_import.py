@@ -43,8 +43,10 @@ class BulkTarget(Protocol):
 
     settings: Settings
     embedder: Embedder
-    writes: WriteStore
     bulk: BulkLoad
+
+    @property
+    def writes(self) -> WriteStore: ...  # read-only: a richer store (the service's) fits
 
 
 DEFAULT_BATCH = 50_000

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..models.embedder import Embedder
     from ..settings import Settings
+    from ..storage.protocols_service import StoredObject
     from ..storage.protocols_writes import QuotaLedger, WriteStore
     from ..storage.sqlite.objects import FileBlobStore
     from ..types import Principal
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 class ObjectGate(Protocol):
     """The object rules an ingest that cites an object must pass (the object service)."""
 
-    def object_for_read(self, principal: Principal, key: str) -> Any: ...
+    def object_for_read(self, principal: Principal, key: str) -> StoredObject: ...
 
     def check_media_caps(self, principal: Principal, planes: Iterable[str]) -> None: ...
 

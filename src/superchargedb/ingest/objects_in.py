@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -19,6 +19,9 @@ from ..errors import ValidationError
 from ..types import MODALITY_PLANE
 from .derive import sniff
 from .prepare import Prepared, has_content
+
+if TYPE_CHECKING:
+    from ..storage.protocols_service import StoredObject
 
 DOC_MODALITIES = {"scan", "pdf_page", "table", "figure"}
 TEXT_SUFFIX_MODALITY = {
@@ -95,19 +98,19 @@ def probe(path: Path, mime: str) -> None:
 
 
 def resolve(
-    p: Prepared, row: Any, blob: Path, declared_modality_given: bool, max_text_chars: int
+    p: Prepared, obj: StoredObject, blob: Path, declared_modality_given: bool, max_text_chars: int
 ) -> tuple[str, tuple[str, ...]]:
     """Fill ``p`` from its object; returns ``(sniffed mime, implied planes)``.
 
     A text object becomes an ordinary text Unit (``p.text`` set); a media object keeps
     ``p.text == ""`` and is derived by a job.
     """
-    size = int(row["size"])
+    size = obj.size
     if size == 0:
         raise ValidationError("the object is empty (zero bytes)", field="source_uri")
     with open(blob, "rb") as f:
         head = f.read(8192)
-    sniffed = sniff(head, row["key"])
+    sniffed = sniff(head, obj.object_key)
     declared = (p.mime or "").split(";")[0].strip().lower()
     if sniffed == "application/octet-stream":
         raise ValidationError(f"unsupported file type (declared {declared})", field="mime")
@@ -117,7 +120,7 @@ def resolve(
         raise ValidationError(
             f"declared mime {declared} but the content is {sniffed}", field="mime"
         )
-    modality = p.modality if declared_modality_given else default_modality(sniffed, row["key"])
+    modality = p.modality if declared_modality_given else default_modality(sniffed, obj.object_key)
     planes = implied_planes(sniffed, modality)
     if family(sniffed) == "text":
         if size > max_text_chars * 4:
@@ -138,11 +141,11 @@ def resolve(
                 f"modality {modality} does not match {sniffed} content", field="modality"
             )
     p.modality = modality
-    p.object_sha = str(row["sha256"])
+    p.object_sha = obj.sha256
     p.plane = planes[0] if family(sniffed) != "video" else "visual"
     p.mime = declared or sniffed
     canon = {
-        "object": row["sha256"],
+        "object": obj.sha256,
         "mime": p.mime,
         "modality": modality,
         "locator": p.locator.to_dict() if p.locator else None,

@@ -218,10 +218,10 @@ class Ingestor:
     ) -> tuple[str, tuple[str, ...]] | None:
         """Load a text object into ``p``, or check a media object; None for text."""
         assert p.object_key is not None
-        row = self.objects.object_for_read(principal, p.object_key)
-        blob = self.deps.blobs.path(row["sha256"])
+        obj = self.objects.object_for_read(principal, p.object_key)
+        blob = self.deps.blobs.path(obj.sha256)
         given = isinstance(raw, dict) and "modality" in raw
-        sniffed, planes = objects_in.resolve(p, row, blob, given, self.deps.settings.max_text_chars)
+        sniffed, planes = objects_in.resolve(p, obj, blob, given, self.deps.settings.max_text_chars)
         if p.text:
             return None
         return sniffed, planes

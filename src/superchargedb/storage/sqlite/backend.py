@@ -10,31 +10,43 @@ own (``_where`` here; ``_insert``, ``_claim``, ``_audit_append`` there).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ... import faults
 from ...query_terms import query_terms
 from ...readfilter import ReadFilter
 from ..lock import DataDirLock
 from ..protocols import AuditReport, Backend, BlobInfo, ObjectStore, Scored, UnitRecord, Vector
 from ..protocols_auth import AuthStore
+from ..protocols_service import ServerBackend
 from ..vectors import VectorStore
 from . import audit as audit_mod
 from . import units as units_sql
+from .audit_trail import SqliteAuditTrail
 from .bulk_load import SqliteBulkLoad
 from .catalog import Catalog
+from .counts import SqliteCounts
 from .filter_sql import where_sql
 from .index_sync import IndexSync
+from .job_views import SqliteJobViews
 from .jobs import JobQueue as SqlJobQueue
-from .objects import FileBlobStore
+from .listing import SqliteListing, SqliteUsage, SqliteWords
+from .object_rows import SqliteObjectCatalog
+from .objects import ORPHAN_GRACE_S, FileBlobStore, referenced_blobs, sweep_orphans
 from .search_store import ExactScan, SqliteSearchStore
 from .sessions import SqliteSessions
 from .sparse import SparseIndex
 from .write_rows import unit_record
 from .writes import SqliteWriteStore
+
+log = logging.getLogger(__name__)
 
 
 class SqliteBackend(SqliteWriteStore):
@@ -53,6 +65,9 @@ class SqliteBackend(SqliteWriteStore):
         lexical_backend: str = "sparse",
         lock: DataDirLock | None = None,
         objects: ObjectStore | None = None,
+        exact_scan: ExactScan = ExactScan(20_000, 0.01),
+        candidate_cache_bytes: int = 64 * 2**20,
+        audit_anchor: Path | None = None,
     ) -> None:
         super().__init__(catalog, queue, audit_key, model_id, lambda: sync.applied_seq)
         self.sync = sync
@@ -60,13 +75,15 @@ class SqliteBackend(SqliteWriteStore):
         self._lock = lock
         # The blobs' own Protocol view when they live elsewhere (an S3 bucket: ranged GETs).
         self._objects = objects
+        self.audit_anchor = audit_anchor  # the signed head written at close (None: none)
+        self.swept: dict[str, Any] | None = None  # what the start-up sweep reclaimed
         self._search = SqliteSearchStore(
             catalog,
             sync,
             sync.store,
             lexical_backend,
-            ExactScan(20_000, 0.01),
-            64 * 2**20,
+            exact_scan,
+            candidate_cache_bytes,
             where=lambda rf, seq: self._where(rf, seq),
         )
         self._leg = self._search.lexical
@@ -116,8 +133,8 @@ class SqliteBackend(SqliteWriteStore):
 
     # -- the Protocols' attributes (one object serves several small Protocols) ---------------
     @property
-    def units(self) -> _Units:
-        return _Units(self)
+    def units(self) -> SqliteUnits:
+        return SqliteUnits(self.catalog, lambda: self.sync.applied_seq, self._where)
 
     @property
     def vectors(self) -> _Vectors:
@@ -136,8 +153,8 @@ class SqliteBackend(SqliteWriteStore):
         return self._search
 
     @property
-    def outbox(self) -> _Outbox:
-        return _Outbox(self)
+    def outbox(self) -> SqliteOutbox:
+        return SqliteOutbox(self.catalog, self.sync)
 
     @property
     def objects(self) -> ObjectStore:
@@ -155,10 +172,92 @@ class SqliteBackend(SqliteWriteStore):
     def bulk(self) -> SqliteBulkLoad:
         return SqliteBulkLoad(self.catalog, self.sync)
 
+    @property
+    def counts(self) -> SqliteCounts:
+        return SqliteCounts(self.catalog, lambda: self.sync.applied_seq)
+
+    @property
+    def job_views(self) -> SqliteJobViews:
+        return SqliteJobViews(self.catalog)
+
+    @property
+    def audit_trail(self) -> SqliteAuditTrail:
+        return SqliteAuditTrail(self.catalog, self.audit_key, self.audit_anchor)
+
+    # -- the facade's reads (protocols_service.py) -------------------------------------------
+    @property
+    def listing(self) -> SqliteListing:
+        return SqliteListing(self.catalog, lambda: self.sync.applied_seq, self._where)
+
+    @property
+    def usage(self) -> SqliteUsage:
+        return SqliteUsage(self.catalog)
+
+    @property
+    def words(self) -> SqliteWords:
+        return SqliteWords(self.catalog)
+
+    @property
+    def object_rows(self) -> SqliteObjectCatalog:
+        return SqliteObjectCatalog(self.catalog, self.blobs, self._where)
+
+    @property
+    def queue(self) -> SqlJobQueue:
+        """The catalog's own job queue behind ``jobs`` (tests look inside it)."""
+        return self._queue
+
+    @property
+    def ready(self) -> bool:
+        return self.sync.ready
+
+    def sizes(self) -> Mapping[str, float]:
+        mb = 2**20
+        path = self.catalog.path
+        wal = path.with_name(path.name + "-wal")
+        return {
+            "vector_rows_mb": round(self.sync.store.rows_nbytes() / mb, 2),
+            "catalog_db_mb": round(path.stat().st_size / mb, 2),
+            "catalog_wal_mb": round(wal.stat().st_size / mb, 2) if wal.exists() else 0.0,
+        }
+
+    def doctor(self) -> str:
+        from .doctor import doctor
+
+        with self.catalog.write_lock():
+            report = doctor(
+                self.catalog,
+                self.sync.store,
+                self.sync.lexical,
+                objects_root=self.blobs.root,
+                blob_exists=self.blobs.exists,
+                swept=self.swept,
+            )
+        return json.dumps(report)
+
+    def sweep_orphans(self, before: float) -> dict[str, Any] | None:
+        """At start-up, before any request or job thread: remove what a crash left in the
+        blob store (files older than ``before``; a shared bucket's only past the grace)."""
+        try:
+            swept = sweep_orphans(self.catalog.reader(), self.blobs.root, before)
+            # Blobs in a bucket (S3BlobStore): it may be shared, so only old orphans there.
+            remote = getattr(self.blobs, "sweep_remote", None)
+            if remote is not None:
+                refs = referenced_blobs(self.catalog.reader())
+                swept["bucket"] = remote(refs, time.time() - ORPHAN_GRACE_S)
+        except Exception:  # reclaiming space must never keep the server from starting
+            log.exception("object store sweep failed")
+            swept = None
+        self.swept = swept
+        return swept
+
     def close(self) -> None:
+        """Persist the derived indexes, sign the audit head, release the catalog and lock."""
         try:
             with self.catalog.write_lock():
                 self.sync.checkpoint()
+            faults.point("service.close.after_checkpoint")
+            if self.audit_anchor is not None:
+                audit_mod.write_anchor(self.catalog.reader(), self.audit_key, self.audit_anchor)
         finally:
             self.sync.close()
             self.catalog.close()
@@ -210,20 +309,24 @@ class _Lexical:
         return [Scored(names[i], float(len(ids) - n)) for n, i in enumerate(ids) if i in names]
 
 
-class _Outbox:
-    def __init__(self, b: SqliteBackend) -> None:
-        self.b = b
+class SqliteOutbox:
+    """``Outbox``: the catalog's outbox table, applied by ``IndexSync`` under the write lock
+    (reentrant: a caller already holding ``ordered()`` replays in order)."""
+
+    def __init__(self, catalog: Catalog, sync: IndexSync) -> None:
+        self.catalog = catalog
+        self.sync = sync
 
     def head(self) -> int:
-        return self.b.sync.outbox_head()
+        return self.sync.outbox_head()
 
     def applied(self) -> int:
-        return self.b.sync.applied_seq
+        return self.sync.applied_seq
 
     def replay(self) -> int:
-        with self.b.catalog.write_lock():
-            self.b.sync.apply_pending()
-        return self.b.sync.applied_seq
+        with self.catalog.write_lock():
+            self.sync.apply_pending()
+        return self.sync.applied_seq
 
 
 class _Objects:
@@ -245,15 +348,23 @@ class _Objects:
         return BlobInfo(sha256, self.blobs.path(sha256).stat().st_size)
 
 
-class _Units:
-    def __init__(self, b: SqliteBackend) -> None:
-        self.b = b
+class SqliteUnits:
+    """``UnitReader`` over the catalog: a Unit ``rf`` admits that the indexes hold."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        applied: Callable[[], int],
+        where: Callable[[ReadFilter, int | None], tuple[str, list[object]]] = where_sql,
+    ) -> None:
+        self.catalog = catalog
+        self.applied = applied
+        self.where = where
 
     def get(self, unit_id: str, rf: ReadFilter) -> UnitRecord | None:
-        b = self.b
-        where, params = b._where(rf, b.sync.applied_seq)
+        where, params = self.where(rf, self.applied())
         row = (
-            b.catalog.reader()
+            self.catalog.reader()
             .execute(
                 f"SELECT {units_sql.UNIT_COLUMNS} FROM units u WHERE u.unit_id = ? AND {where}",
                 (unit_id, *params),
@@ -263,7 +374,7 @@ class _Units:
         return None if row is None else unit_record(row)
 
     def generations(self, scopes: Sequence[str]) -> Mapping[str, int]:
-        return units_sql.read_generations(self.b.catalog.reader(), list(scopes))
+        return units_sql.read_generations(self.catalog.reader(), list(scopes))
 
 
 class _KV:
@@ -287,3 +398,4 @@ class _Audit:
 if TYPE_CHECKING:  # mypy checks the embedded backend against the seam
     _backend: type[Backend] = SqliteBackend
     _auth: type[AuthStore] = SqliteBackend
+    _server: type[ServerBackend] = SqliteBackend

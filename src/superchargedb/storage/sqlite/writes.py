@@ -29,10 +29,10 @@ from .bulk import insert_units
 from .catalog import Catalog
 from .jobs import Job, LeaseLost
 from .jobs import JobQueue as SqlJobQueue
+from .object_rows import SqliteObjectRowsTx
 from .principals import SqlitePrincipals
 from .write_rows import (
     SqlDocs,
-    SqlObjectRows,
     SqlQuota,
     SqlUsage,
     SqlWords,
@@ -128,8 +128,8 @@ class _Tx:
         return SqlWords(self.conn)
 
     @property
-    def object_rows(self) -> SqlObjectRows:
-        return SqlObjectRows(self.conn)
+    def object_rows(self) -> SqliteObjectRowsTx:  # ObjectRowsWriter (protocols_service.py)
+        return SqliteObjectRowsTx(self.conn)
 
     # UnitWriter
     def insert(self, unit: UnitRecord, vector: Vector) -> None:
@@ -275,6 +275,9 @@ class SqliteWriteStore:
     @property
     def jobs(self) -> _Jobs:
         return _Jobs(self)
+
+    def close(self) -> None:
+        self.catalog.close()
 
     # -- the steps a contract test's broken variant replaces ---------------------------------
     def _columns(self, unit: UnitRecord) -> dict[str, Any]:
