@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -231,6 +232,54 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         trace = Trace()
         hits, answer = self.answerer.answer(q, rf, trace, t0)
         return self._finish(key, hits, answer, trace, list(rf.scopes), principal)
+
+    def answer_stream(
+        self,
+        principal: Principal,
+        body: Any,
+        header_scope: str | None = None,
+        query_scope: str | None = None,
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``POST /v1/answer`` with ``stream: true``: the answer's events, each sentence as soon
+        as it is checked (D-235). Everything up to the first event runs here, so what fails with
+        a status (401/402/403/422), the refusal gate and a model that fails before its first
+        sentence are decided before the stream opens (D-37); the rest runs as it is read."""
+        t0 = time.perf_counter()
+        q, rf, gens = self._read_request(principal, body, "answer", header_scope, query_scope)
+        key = cache_key(
+            "answer",
+            q.model_dump(mode="json", exclude={"stream"}),
+            list(rf.scopes),
+            principal,
+            gens,
+            f"{self.versions};{self.answerer.chain_version}",
+            rf,
+        )
+        if (cached := self._cached(key, t0)) is not None:
+            return self.answerer.events(cached)
+        trace = Trace()
+        run = self.answerer.run(q, rf, trace, t0, stream=True)
+        scopes = list(rf.scopes)
+        try:
+            first = next(run)
+        except StopIteration as stop:
+            hits, answer = stop.value
+            return self.answerer.events(self._finish(key, hits, answer, trace, scopes, principal))
+
+        def rest() -> Iterator[tuple[str, dict[str, Any]]]:
+            ev, streamed = first, 0
+            while True:
+                yield ev
+                streamed += 1
+                try:
+                    ev = next(run)
+                except StopIteration as stop:
+                    hits, answer = stop.value
+                    final = self._finish(key, hits, answer, trace, scopes, principal)
+                    break
+            yield from self.answerer.events(final, streamed)
+
+        return rest()
 
     def _read_request(
         self,

@@ -6,7 +6,7 @@ import hmac
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import PurePath
 from typing import Any
 
@@ -283,12 +283,13 @@ def create_app(svc: Service) -> FastAPI:
         if not stream:
             return OrjsonResponse(await run_in_threadpool(svc.answer, p, body, scope, None))
         # Everything that can fail with a status (401/402/403/422) and the refusal gate is
-        # decided before the first byte (D-37).
-        final = await run_in_threadpool(svc.answer, p, body, scope, None)
+        # decided before the first byte (D-37); the model's sentences follow as it writes them
+        # (D-235), read on the threadpool one event at a time.
+        answer_events = await run_in_threadpool(svc.answer_stream, p, body, scope, None)
 
-        async def events() -> AsyncIterator[bytes]:
+        def events() -> Iterator[bytes]:
             try:
-                for name, data in svc.answerer.events(final):
+                for name, data in answer_events:
                     yield b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
             except Exception:  # after the first byte an error can only be an event
                 log.exception("stream failed")
