@@ -264,41 +264,79 @@ def test_ask_streams_cites_and_opens_the_exact_span(tab: Tab, world: dict[str, A
     assert tab.axe() == []
 
 
-def test_a_chip_is_inert_until_its_citation_arrives(tab: Tab, world: dict[str, Any]) -> None:
-    """The server's real stream cut after its first sentence (before the citation event): [1]
-    is inert text; with the whole stream it is a button that opens the viewer. (The server
-    computes an answer before its first event, so no pause inside one stream is possible yet.)"""
-    real = httpx.post(
-        f"{world['url']}/v1/answer",
-        headers={**ALICE, "Accept": "text/event-stream"},
-        params={"scope": SCOPE},
-        json={"q": "How fast was the failover cutover?", "answer": True, "stream": True},
-    ).text
-    events = [e for e in real.split("\n\n") if e.strip()]
-    assert events[0].startswith("event: sentence") and events[1].startswith("event: citation")
-    tab.sign_in("aegis_sk_alice")
-    held: list[Any] = []
-    tab.page.route("**/v1/answer*", lambda route: held.append(route))
-    tab.page.fill("input[name=q]", "How fast was the failover cutover?")
-    tab.page.press("input[name=q]", "Enter")
-    deadline = time.time() + 10
-    while not held and time.time() < deadline:
-        tab.page.wait_for_timeout(50)
-    # Playwright cannot pause inside one body, so the check is made on the two halves.
-    held[0].fulfill(
-        status=200,
-        headers={"Content-Type": "text/event-stream"},
-        body=events[0] + "\n\n",
-    )
-    tab.page.wait_for_selector(".cite.pending")
-    assert tab.page.locator("button.cite").count() == 0
-    tab.page.locator(".cite.pending").first.click()  # nothing happens
-    assert tab.page.locator("#viewer").is_hidden()
-    tab.page.unroute("**/v1/answer*")
-    tab.ask("How fast was the failover cutover?")
-    tab.page.locator("button.cite").first.click()
-    tab.page.wait_for_selector("#viewer mark.hl")
-    assert tab.errors == []
+@pytest.fixture(scope="module")
+def streaming(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[Any]:
+    """A second server whose answers come from a local OpenAI-compatible fake that streams."""
+    from fake_openai import FakeOpenAI
+    from superchargedb.demo import seed_principals
+
+    with FakeOpenAI() as fake:
+        svc = make_service(
+            tmp_path_factory.mktemp("streaming"),
+            embedder,
+            openai_base_url=fake.url,
+            openai_api_key="sk-t",
+            openai_chat_model="gpt-4o-mini",
+        )
+        seed_principals(svc)
+        svc.ingest(
+            svc.authenticate("Bearer aegis_sk_alice"),
+            {"units": [{"text": RUNBOOK, "doc_id": "runbook", "acl_groups": ["eng-backend"]}]},
+        )
+        try:
+            with LiveServer(svc) as live:
+                fake.live_url = live.url
+                yield fake
+        finally:
+            svc.close()
+
+
+RUNBOOK = (
+    "During the Q3 game day the failover cutover took 0.8 seconds end to end. "
+    "The primary region was drained before traffic moved to the standby region."
+)
+
+
+def test_a_chip_is_inert_until_its_citation_arrives(browser: Any, streaming: Any) -> None:
+    """The model writes a sentence with its [1], then pauses: the page shows the sentence at
+    once with [1] as inert text (nothing to click or focus); the citation arrives only when
+    the model has finished, and then [1] is a button that opens the cited span (D-153, D-235)."""
+    import threading
+
+    gate = threading.Event()
+    first = "The failover cutover took 0.8 seconds end to end [1]."
+    streaming.pieces = [
+        (first[:25], 0.0),
+        (first[25:] + " During", 0.0),  # the next sentence has begun: the first is complete
+        (" the Q3 game day the cutover took 0.8 seconds end to end [1].", gate),
+    ]
+    t = Tab(browser, streaming.live_url)
+    try:
+        t.sign_in("aegis_sk_alice")
+        t.page.fill("input[name=q]", "How long did the failover cutover take?")
+        t.page.press("input[name=q]", "Enter")
+        t.page.wait_for_selector("p.sentences .sentence .cite.pending")
+        assert not gate.is_set()  # the model is still writing
+        assert t.page.locator("p.sentences .sentence").count() == 1
+        assert "0.8 seconds" in t.page.inner_text("p.sentences")
+        assert t.page.locator("button.cite").count() == 0
+        assert t.page.locator(".cite.pending").first.get_attribute("tabindex") is None
+        t.page.locator(".cite.pending").first.click()  # nothing happens
+        assert t.page.locator("#viewer").is_hidden()
+        assert t.page.locator(".meta details").count() == 0  # no final yet
+        gate.set()
+        t.page.wait_for_selector(".meta details")
+        assert t.page.locator(".cite.pending").count() == 0
+        assert t.page.locator("p.sentences .sentence").count() == 2
+        t.page.locator("button.cite").first.click()
+        t.page.wait_for_selector("#viewer mark.hl")
+        assert "0.8 seconds" in t.page.inner_text("#viewer mark.hl")
+        assert "openai:gpt-4o-mini" in t.page.inner_text(".meta")
+        assert streaming.requests[-1]["body"]["stream"] is True
+        assert t.errors == []
+    finally:
+        gate.set()
+        t.close()
 
 
 def test_text_span_in_the_third_chunk_after_astral_characters(

@@ -1,5 +1,6 @@
-// Ask: the answer streams in sentence by sentence; a [n] chip becomes a button that opens the
-// viewer only once citation n has arrived (before that it is inert text, D-153).
+// Ask: the answer streams in sentence by sentence as the model writes it (D-235); a [n] chip
+// becomes a button that opens the viewer only once citation n has arrived (before that it is
+// inert text, D-153).
 
 import { h, clear, errorBox, labelled } from "./dom.js";
 import { stream } from "./api.js";
@@ -73,6 +74,14 @@ async function ask(text, scope, planes, modalities, out) {
         }
       } else if (name === "final") {
         finalMeta(meta, data);
+        // A streamed sentence is judged against the whole answer only at the end (D-235).
+        const all = (data.answer || {}).sentences || [];
+        sentences.querySelectorAll(".sentence").forEach((el, i) => {
+          if (!all[i]) return;
+          const old = el.querySelector("small.flags");
+          if (old) old.remove();
+          el.append(flags(all[i]));
+        });
       } else if (name === "error") {
         out.append(errorBox(data));
       }
