@@ -463,6 +463,36 @@ def test_the_spec_question_opens_the_keynote_moment(tab: Tab, world: dict[str, A
     assert tab.errors == []
 
 
+def test_a_video_shot_shows_its_keyframe(tab: Tab, world: dict[str, Any]) -> None:
+    """A shot of the keynote opens the player at the shot and, below it, the shot's keyframe
+    (kept at derivation, D-236) through the preview route: the same pixels the API serves."""
+    shots = [u for u in units_of(world["url"], "q3-keynote") if u["modality"] == "video_shot"]
+    assert shots and all(s["preview"] for s in shots), shots
+    shot = shots[len(shots) // 2]
+    loc = shot["locator"]
+    tab.sign_in("aegis_sk_alice")
+    tab.page.goto(
+        f"{world['url']}/ui/units/{shot['unit_id']}"
+        f"?loc=time_range:{loc['t_start_ms']}-{loc['t_end_ms']}"
+    )
+    size = until(
+        tab.page,
+        "(() => { const i = document.querySelector('#viewer figure.keyframe img');"
+        " return i && i.complete && i.naturalWidth > 0 && [i.naturalWidth, i.naturalHeight]; })()",
+    )
+    served = httpx.get(world["url"] + shot["preview"], headers=ALICE)
+    from PIL import Image
+
+    assert served.headers["content-type"] == "image/jpeg"
+    assert list(Image.open(io.BytesIO(served.content)).size) == size
+    assert tab.page.locator("#viewer video").count() == 1
+    caption = tab.page.inner_text("#viewer figure.keyframe figcaption")
+    assert caption == f"Keyframe of shot {loc['shot_idx'] + 1} (its middle frame)"
+    tab.shot("keyframe")
+    assert tab.axe() == []
+    assert tab.errors == []
+
+
 def test_page_box_lands_where_the_locator_says(tab: Tab, world: dict[str, Any]) -> None:
     from PIL import Image
 

@@ -15,6 +15,7 @@ import orjson
 from . import faults
 from .auth import acl
 from .errors import ForbiddenError, GroupForbiddenError, NotFoundError, ValidationError
+from .storage.sqlite import unit_keyframes
 from .storage.sqlite import units as units_sql
 from .storage.sqlite.filter_sql import visible_sql
 from .types import PLANES, Locator, Principal
@@ -192,7 +193,9 @@ class DocumentsMixin:
             )
             .fetchall()
         )
-        units = [unit_dict(r) for r in rows[:n]]
+        shots = [int(r["id"]) for r in rows[:n] if r["modality"] == "video_shot"]
+        stills = unit_keyframes.present(self.catalog.reader(), shots) if shots else set()
+        units = [unit_dict(r, int(r["id"]) in stills) for r in rows[:n]]
         nxt = encode_cursor(int(rows[n - 1]["id"])) if len(rows) > n else None
         return {"units": units, "next_cursor": nxt, "context": {"effective_scopes": scopes}}
 
@@ -324,7 +327,8 @@ class DocumentsMixin:
         }
 
 
-def unit_dict(row: Any) -> dict[str, Any]:
+def unit_dict(row: Any, keyframe: bool = False) -> dict[str, Any]:
+    """A Unit as the API shows it; ``keyframe``: a video shot's keyframe is kept (D-236)."""
     loc = Locator.from_row(row)
     return {
         "unit_id": row["unit_id"],
@@ -344,13 +348,14 @@ def unit_dict(row: Any) -> dict[str, Any]:
         "event_at": row["event_at"],
         "t_bucket": row["t_bucket"],
         "link": units_sql.unit_link(row),
-        "preview": f"/v1/units/{row['unit_id']}/preview" if has_preview(row) else None,
+        "preview": f"/v1/units/{row['unit_id']}/preview" if has_preview(row, keyframe) else None,
     }
 
 
-def has_preview(row: Any) -> bool:
-    """A page or an image to draw the box on. A video shot has neither (its blob is the video;
-    no keyframe is stored yet), so it advertises no preview rather than one that fails."""
-    return bool(row["object_key"]) and (
-        row["plane"] in ("doc_visual", "visual") and row["modality"] != "video_shot"
-    )
+def has_preview(row: Any, keyframe: bool = False) -> bool:
+    """A page or an image to draw the box on, or a video shot's kept keyframe (D-236). A shot
+    derived before keyframes were kept has none, and advertises none rather than one that
+    fails (D-174)."""
+    if row["modality"] == "video_shot":
+        return keyframe
+    return bool(row["object_key"]) and row["plane"] in ("doc_visual", "visual")

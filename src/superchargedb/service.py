@@ -36,7 +36,7 @@ from .preview import PreviewSource
 from .readfilter import ReadFilter
 from .schemas import AegisQuery
 from .search.cache import cache_key
-from .storage.sqlite import unit_words
+from .storage.sqlite import unit_keyframes, unit_words
 from .storage.sqlite import units as units_sql
 from .storage.sqlite.filter_sql import visible_sql
 from .tenancy import TenancyMixin
@@ -393,7 +393,10 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         row = self._visible_row(principal, unit_id)
         if row is None:
             raise NotFoundError("unit not found")
-        out = unit_dict(row)
+        still = row["modality"] == "video_shot" and bool(
+            unit_keyframes.present(self.catalog.reader(), [int(row["id"])])
+        )
+        out = unit_dict(row, still)
         if words:
             table = unit_words.get(self.catalog.reader(), int(row["id"]))
             out["words"] = [{"text": out["text"][w["start"] : w["end"]], **w} for w in table]
@@ -408,6 +411,13 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         row = self._visible_row(principal, unit_id)
         if row is None:
             raise NotFoundError("unit not found")
+        loc = Locator.from_row(row)
+        if row["modality"] == "video_shot":  # its keyframe, kept at derivation (D-236)
+            kept = unit_keyframes.get(self.catalog.reader(), int(row["id"]))
+            if kept is None:
+                raise NotFoundError("this shot has no keyframe (derived before they were kept)")
+            mime, data = kept
+            return PreviewSource(None, "", mime, loc.to_dict() if loc else None, still=data)
         if not has_preview(row):
             raise NotFoundError("this unit has no page or image to preview")
         # The blob the Unit was derived from (kept by the Unit), not whatever the key names now.
@@ -417,7 +427,6 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         with open(blob, "rb") as f:
             head = f.read(8)
         mime = "application/pdf" if head.startswith(b"%PDF") else "image"
-        loc = Locator.from_row(row)
         return PreviewSource(blob, str(row["object_sha"]), mime, loc.to_dict() if loc else None)
 
     def delete_unit(self, principal: Principal, unit_id: str) -> dict[str, Any]:

@@ -320,7 +320,10 @@ def create_app(svc: Service) -> FastAPI:
         tags=["units"],
         responses={
             **ERROR_RESPONSES.subset(401, 403, 404, 422, 503),
-            200: {"content": {"image/png": {}}, "description": "PNG"},
+            200: {
+                "content": {"image/png": {}, "image/jpeg": {}},
+                "description": "PNG (a page or image with its box); JPEG (a video shot's keyframe)",
+            },
         },
         response_class=Response,
     )
@@ -332,6 +335,8 @@ def create_app(svc: Service) -> FastAPI:
     ) -> Response:
         # Authorized first: only then is the rendering cache consulted.
         src = await run_in_threadpool(svc.preview_source, narrowed(svc, p, scope), unit_id)
+        if src.still is not None:  # a video shot's keyframe (D-236): one picture, no pages
+            return Response(src.still, media_type=src.mime, headers=PREVIEW_HEADERS)
         src = other_page(src, page)
         png = await previews.png(p.name, src)
         return Response(png, media_type="image/png", headers=PREVIEW_HEADERS)

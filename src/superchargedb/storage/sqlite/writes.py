@@ -32,6 +32,7 @@ from .jobs import JobQueue as SqlJobQueue
 from .principals import SqlitePrincipals
 from .write_rows import (
     SqlDocs,
+    SqlKeyframes,
     SqlObjectRows,
     SqlQuota,
     SqlUsage,
@@ -126,6 +127,10 @@ class _Tx:
     @property
     def words(self) -> SqlWords:
         return SqlWords(self.conn)
+
+    @property
+    def keyframes(self) -> SqlKeyframes:
+        return SqlKeyframes(self.conn)
 
     @property
     def object_rows(self) -> SqlObjectRows:
