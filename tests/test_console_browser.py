@@ -297,6 +297,42 @@ RUNBOOK = (
 )
 
 
+def test_evidence_in_a_pdf_and_an_audio_file(tab: Tab, world: dict[str, Any]) -> None:
+    """A two-part question answered from the recording and the PDF: each citation opens its
+    own view (the player at the moment, the page with its box)."""
+    q = (
+        "What did the standup cover, and how fast does the failover drill promote the standby"
+        " database?"
+    )
+    tab.sign_in("aegis_sk_alice")
+    tab.ask(q)
+    final = httpx.post(
+        f"{world['url']}/v1/answer",
+        headers=ALICE,
+        params={"scope": SCOPE},
+        json={"q": q, "answer": True, "top_k": 8},
+    ).json()
+    cites = {c["source_uri"].split("#")[0]: c for c in final["answer"]["citations"]}
+    assert {f"{SCOPE}/standup.wav", f"{SCOPE}/drill.pdf"} <= set(cites), cites
+    audio, pdf = cites[f"{SCOPE}/standup.wav"], cites[f"{SCOPE}/drill.pdf"]
+    tab.page.click(f"button.cite[data-cite='{audio['index']}'] >> nth=0")
+    start = audio["locator"]["t_start_ms"]
+    until(
+        tab.page,
+        "(() => { const a = document.querySelector('#viewer audio');"
+        f" return a && a.readyState >= 1 && Math.abs(a.currentTime * 1000 - {start}) < 50; }})()",
+    )
+    tab.page.keyboard.press("Escape")
+    tab.page.click(f"button.cite[data-cite='{pdf['index']}'] >> nth=0")
+    until(
+        tab.page,
+        "(() => { const i = document.querySelector('#viewer img.page');"
+        " return i && i.complete && i.naturalWidth > 0; })()",
+    )
+    assert f"p. {pdf['locator']['page']}" in tab.page.inner_text("#viewer p.source")
+    assert tab.errors == []
+
+
 def test_a_chip_is_inert_until_its_citation_arrives(browser: Any, streaming: Any) -> None:
     """The model writes a sentence with its [1], then pauses: the page shows the sentence at
     once with [1] as inert text (nothing to click or focus); the citation arrives only when
@@ -671,6 +707,21 @@ def test_every_view_is_accessible_and_fits(
             wide = t.page.evaluate("document.documentElement.scrollWidth")
             assert wide <= width, (path, wide)
             t.shot(path.rsplit("/", 1)[-1])
+        # The answer, and the viewer on its first citation (the keynote's shot: the player and
+        # its keyframe).
+        t.page.click("#nav a[href='/ui/ask']")
+        t.ask("Where does the Q3 keynote demo the failover, and how fast was the cutover?")
+        t.page.click("details.why summary")
+        for view, ready in (("answer", None), ("keynote", "#viewer figure.keyframe img")):
+            if ready:
+                t.page.click("button.cite >> nth=0")
+                t.page.wait_for_selector(ready)
+                until(t.page, f"document.querySelector({ready!r}).complete")
+            assert t.axe() == [], view
+            wide = t.page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= width, (view, wide)
+            if width < 1280:  # the wide ones come from the tests that open each view
+                t.shot(view)
         assert t.errors == []
     finally:
         t.close()
