@@ -231,3 +231,28 @@ def test_errors_come_before_the_stream(w: dict[str, Any]) -> None:
     assert r.status_code == 402 and r.headers["content-type"].startswith("application/json")
     r = httpx.post(f"{w['url']}/v1/answer", headers=ALICE, json={**Q, "stream": True, "top_k": 0})
     assert r.status_code == 422
+
+
+def test_a_reader_that_leaves_gives_the_slot_back(w: dict[str, Any]) -> None:
+    """The client goes after the first sentence: once the model's next piece comes, the stream
+    stops and the answer slot is free again (nothing waits on a gone client)."""
+    import time
+
+    gate = threading.Event()
+    w["fake"].pieces = [(ONE + " During", 0.0), (TWO[7:], gate), (" More [1].", 0.0)]
+    try:
+        with httpx.stream(
+            "POST",
+            f"{w['url']}/v1/answer",
+            headers={**ALICE, "Accept": "text/event-stream"},
+            json={**Q, "stream": True},
+            timeout=60,
+        ) as r:
+            assert next(sse(r.iter_lines()))[0] == "sentence"
+            assert answer_slots(w) == 1.0
+    finally:
+        gate.set()
+    deadline = time.monotonic() + 30
+    while answer_slots(w) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert answer_slots(w) == 0.0
