@@ -314,6 +314,11 @@ def test_evidence_in_a_pdf_and_an_audio_file(tab: Tab, world: dict[str, Any]) ->
     ).json()
     cites = {c["source_uri"].split("#")[0]: c for c in final["answer"]["citations"]}
     assert {f"{SCOPE}/standup.wav", f"{SCOPE}/drill.pdf"} <= set(cites), cites
+    # What the system understood (D-160) is shown: the type, the focus, the two parts.
+    qi = final["answer"]["question"]
+    understood = tab.page.inner_text(".meta p.understood")
+    assert f"question: {qi['type']}" in understood and f"{len(qi['parts'])} parts" in understood
+    assert len(qi["parts"]) == 2
     audio, pdf = cites[f"{SCOPE}/standup.wav"], cites[f"{SCOPE}/drill.pdf"]
     tab.page.click(f"button.cite[data-cite='{audio['index']}'] >> nth=0")
     start = audio["locator"]["t_start_ms"]

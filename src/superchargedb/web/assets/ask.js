@@ -105,9 +105,13 @@ function finalMeta(meta, final) {
   const bits = [];
   if (a.provider) bits.push(`provider: ${a.provider}`);
   if (a.extractive) bits.push("extractive");
-  if (a.question_type) bits.push(`question: ${a.question_type}`);
-  const kids = [h("p", {}, bits.join(" · "))];
-  if (a.refused) kids.push(h("p", { class: "refused", role: "note" }, `Refused: ${a.refusal_reason || a.reason || "the sources do not support an answer"}`));
+  // What the system understood the question to ask (D-160): its type and focus, its parts.
+  const qi = a.question || {};
+  if (qi.type) bits.push(`question: ${qi.type}${qi.focus ? ` (${qi.focus})` : ""}`);
+  if (Array.isArray(qi.parts) && qi.parts.length) bits.push(`${qi.parts.length} parts`);
+  const kids = [h("p", { class: "understood" }, bits.join(" · "))];
+  if (Array.isArray(a.unanswered_parts) && a.unanswered_parts.length) kids.push(h("p", { class: "note" }, `Not answered: ${a.unanswered_parts.map(String).join("; ")}`));
+  if (a.refused) kids.push(h("p", { class: "refused", role: "note" }, `Refused${a.refusal_code ? ` (${a.refusal_code})` : ""}: ${a.refusal_reason || a.reason || "the sources do not support an answer"}`));
   const stages = ((final.trace || {}).stages || []).map((st) =>
     h("li", {}, h("span", { class: "stage" }, st.stage), ` ${Number(st.ms).toFixed(1)} ms`, st.cache ? ` · cache ${st.cache}` : "", st.cost_usd ? ` · $${st.cost_usd}` : "", st.detail ? ` · ${st.detail}` : ""),
   );
