@@ -1,5 +1,11 @@
 """A small local HTTP server that speaks the OpenAI chat-completions protocol (the network
-boundary we cannot reach in tests). Each test sets what it answers."""
+boundary we cannot reach in tests). Each test sets what it answers.
+
+A request with ``stream: true`` gets ``chat.completion.chunk`` events: ``pieces`` when set, a
+list of (text, what to wait for before sending it: seconds, or a ``threading.Event`` the
+test sets), else ``reply`` in pieces of a few
+characters; the last chunk carries the usage, as OpenAI's ``include_usage`` does. The waits
+are real, so a client sees each piece only when it is sent."""
 
 from __future__ import annotations
 
@@ -18,6 +24,8 @@ class FakeOpenAI:
         self.reply = "I cannot answer from the provided sources."
         self.status = 200
         self.delay_s = 0.0
+        self.pieces: list[tuple[str, float | threading.Event]] | None = None
+        self.break_after: int | None = None  # streamed pieces after which the connection drops
         self.requests: list[dict[str, Any]] = []
         outer = self
 
@@ -38,6 +46,9 @@ class FakeOpenAI:
                     self.end_headers()
                     self.wfile.write(b'{"error": "boom"}')
                     return
+                if body.get("stream"):
+                    self._stream(body)
+                    return
                 out = {
                     "id": "x",
                     "object": "chat.completion",
@@ -53,6 +64,31 @@ class FakeOpenAI:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, body: dict[str, Any]) -> None:
+                pieces: list[tuple[str, float | threading.Event]] = outer.pieces or [
+                    (outer.reply[i : i + 7], 0.0) for i in range(0, len(outer.reply), 7)
+                ]
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for i, (text, wait) in enumerate(pieces):
+                    if outer.break_after is not None and i >= outer.break_after:
+                        return  # the connection closes without [DONE]
+                    if isinstance(wait, threading.Event):
+                        wait.wait(30)
+                    else:
+                        time.sleep(wait)
+                    delta = {"choices": [{"index": 0, "delta": {"content": text}}]}
+                    self._event({"object": "chat.completion.chunk", **delta})
+                usage = {"prompt_tokens": 321, "completion_tokens": 17}
+                self._event({"object": "chat.completion.chunk", "choices": [], "usage": usage})
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+
+            def _event(self, obj: dict[str, Any]) -> None:
+                self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+                self.wfile.flush()
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"

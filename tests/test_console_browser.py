@@ -264,41 +264,120 @@ def test_ask_streams_cites_and_opens_the_exact_span(tab: Tab, world: dict[str, A
     assert tab.axe() == []
 
 
-def test_a_chip_is_inert_until_its_citation_arrives(tab: Tab, world: dict[str, Any]) -> None:
-    """The server's real stream cut after its first sentence (before the citation event): [1]
-    is inert text; with the whole stream it is a button that opens the viewer. (The server
-    computes an answer before its first event, so no pause inside one stream is possible yet.)"""
-    real = httpx.post(
-        f"{world['url']}/v1/answer",
-        headers={**ALICE, "Accept": "text/event-stream"},
-        params={"scope": SCOPE},
-        json={"q": "How fast was the failover cutover?", "answer": True, "stream": True},
-    ).text
-    events = [e for e in real.split("\n\n") if e.strip()]
-    assert events[0].startswith("event: sentence") and events[1].startswith("event: citation")
-    tab.sign_in("aegis_sk_alice")
-    held: list[Any] = []
-    tab.page.route("**/v1/answer*", lambda route: held.append(route))
-    tab.page.fill("input[name=q]", "How fast was the failover cutover?")
-    tab.page.press("input[name=q]", "Enter")
-    deadline = time.time() + 10
-    while not held and time.time() < deadline:
-        tab.page.wait_for_timeout(50)
-    # Playwright cannot pause inside one body, so the check is made on the two halves.
-    held[0].fulfill(
-        status=200,
-        headers={"Content-Type": "text/event-stream"},
-        body=events[0] + "\n\n",
+@pytest.fixture(scope="module")
+def streaming(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[Any]:
+    """A second server whose answers come from a local OpenAI-compatible fake that streams."""
+    from fake_openai import FakeOpenAI
+    from superchargedb.demo import seed_principals
+
+    with FakeOpenAI() as fake:
+        svc = make_service(
+            tmp_path_factory.mktemp("streaming"),
+            embedder,
+            openai_base_url=fake.url,
+            openai_api_key="sk-t",
+            openai_chat_model="gpt-4o-mini",
+        )
+        seed_principals(svc)
+        svc.ingest(
+            svc.authenticate("Bearer aegis_sk_alice"),
+            {"units": [{"text": RUNBOOK, "doc_id": "runbook", "acl_groups": ["eng-backend"]}]},
+        )
+        try:
+            with LiveServer(svc) as live:
+                fake.live_url = live.url
+                yield fake
+        finally:
+            svc.close()
+
+
+RUNBOOK = (
+    "During the Q3 game day the failover cutover took 0.8 seconds end to end. "
+    "The primary region was drained before traffic moved to the standby region."
+)
+
+
+def test_evidence_in_a_pdf_and_an_audio_file(tab: Tab, world: dict[str, Any]) -> None:
+    """A two-part question answered from the recording and the PDF: each citation opens its
+    own view (the player at the moment, the page with its box)."""
+    q = (
+        "What did the standup cover, and how fast does the failover drill promote the standby"
+        " database?"
     )
-    tab.page.wait_for_selector(".cite.pending")
-    assert tab.page.locator("button.cite").count() == 0
-    tab.page.locator(".cite.pending").first.click()  # nothing happens
-    assert tab.page.locator("#viewer").is_hidden()
-    tab.page.unroute("**/v1/answer*")
-    tab.ask("How fast was the failover cutover?")
-    tab.page.locator("button.cite").first.click()
-    tab.page.wait_for_selector("#viewer mark.hl")
+    tab.sign_in("aegis_sk_alice")
+    tab.ask(q)
+    final = httpx.post(
+        f"{world['url']}/v1/answer",
+        headers=ALICE,
+        params={"scope": SCOPE},
+        json={"q": q, "answer": True, "top_k": 8},
+    ).json()
+    cites = {c["source_uri"].split("#")[0]: c for c in final["answer"]["citations"]}
+    assert {f"{SCOPE}/standup.wav", f"{SCOPE}/drill.pdf"} <= set(cites), cites
+    # What the system understood (D-160) is shown: the type, the focus, the two parts.
+    qi = final["answer"]["question"]
+    understood = tab.page.inner_text(".meta p.understood")
+    assert f"question: {qi['type']}" in understood and f"{len(qi['parts'])} parts" in understood
+    assert len(qi["parts"]) == 2
+    audio, pdf = cites[f"{SCOPE}/standup.wav"], cites[f"{SCOPE}/drill.pdf"]
+    tab.page.click(f"button.cite[data-cite='{audio['index']}'] >> nth=0")
+    start = audio["locator"]["t_start_ms"]
+    until(
+        tab.page,
+        "(() => { const a = document.querySelector('#viewer audio');"
+        f" return a && a.readyState >= 1 && Math.abs(a.currentTime * 1000 - {start}) < 50; }})()",
+    )
+    tab.page.keyboard.press("Escape")
+    tab.page.click(f"button.cite[data-cite='{pdf['index']}'] >> nth=0")
+    until(
+        tab.page,
+        "(() => { const i = document.querySelector('#viewer img.page');"
+        " return i && i.complete && i.naturalWidth > 0; })()",
+    )
+    assert f"p. {pdf['locator']['page']}" in tab.page.inner_text("#viewer p.source")
     assert tab.errors == []
+
+
+def test_a_chip_is_inert_until_its_citation_arrives(browser: Any, streaming: Any) -> None:
+    """The model writes a sentence with its [1], then pauses: the page shows the sentence at
+    once with [1] as inert text (nothing to click or focus); the citation arrives only when
+    the model has finished, and then [1] is a button that opens the cited span (D-153, D-235)."""
+    import threading
+
+    gate = threading.Event()
+    first = "The failover cutover took 0.8 seconds end to end [1]."
+    streaming.pieces = [
+        (first[:25], 0.0),
+        (first[25:] + " During", 0.0),  # the next sentence has begun: the first is complete
+        (" the Q3 game day the cutover took 0.8 seconds end to end [1].", gate),
+    ]
+    t = Tab(browser, streaming.live_url)
+    try:
+        t.sign_in("aegis_sk_alice")
+        t.page.fill("input[name=q]", "How long did the failover cutover take?")
+        t.page.press("input[name=q]", "Enter")
+        t.page.wait_for_selector("p.sentences .sentence .cite.pending")
+        assert not gate.is_set()  # the model is still writing
+        assert t.page.locator("p.sentences .sentence").count() == 1
+        assert "0.8 seconds" in t.page.inner_text("p.sentences")
+        assert t.page.locator("button.cite").count() == 0
+        assert t.page.locator(".cite.pending").first.get_attribute("tabindex") is None
+        t.page.locator(".cite.pending").first.click()  # nothing happens
+        assert t.page.locator("#viewer").is_hidden()
+        assert t.page.locator(".meta details").count() == 0  # no final yet
+        gate.set()
+        t.page.wait_for_selector(".meta details")
+        assert t.page.locator(".cite.pending").count() == 0
+        assert t.page.locator("p.sentences .sentence").count() == 2
+        t.page.locator("button.cite").first.click()
+        t.page.wait_for_selector("#viewer mark.hl")
+        assert "0.8 seconds" in t.page.inner_text("#viewer mark.hl")
+        assert "openai:gpt-4o-mini" in t.page.inner_text(".meta")
+        assert streaming.requests[-1]["body"]["stream"] is True
+        assert t.errors == []
+    finally:
+        gate.set()
+        t.close()
 
 
 def test_text_span_in_the_third_chunk_after_astral_characters(
@@ -422,6 +501,36 @@ def test_the_spec_question_opens_the_keynote_moment(tab: Tab, world: dict[str, A
         f" return v && v.readyState >= 1 && Math.abs(v.currentTime * 1000 - {start}) < 50; }})()",
     )
     tab.shot("keynote")
+    assert tab.errors == []
+
+
+def test_a_video_shot_shows_its_keyframe(tab: Tab, world: dict[str, Any]) -> None:
+    """A shot of the keynote opens the player at the shot and, below it, the shot's keyframe
+    (kept at derivation, D-236) through the preview route: the same pixels the API serves."""
+    shots = [u for u in units_of(world["url"], "q3-keynote") if u["modality"] == "video_shot"]
+    assert shots and all(s["preview"] for s in shots), shots
+    shot = shots[len(shots) // 2]
+    loc = shot["locator"]
+    tab.sign_in("aegis_sk_alice")
+    tab.page.goto(
+        f"{world['url']}/ui/units/{shot['unit_id']}"
+        f"?loc=time_range:{loc['t_start_ms']}-{loc['t_end_ms']}"
+    )
+    size = until(
+        tab.page,
+        "(() => { const i = document.querySelector('#viewer figure.keyframe img');"
+        " return i && i.complete && i.naturalWidth > 0 && [i.naturalWidth, i.naturalHeight]; })()",
+    )
+    served = httpx.get(world["url"] + shot["preview"], headers=ALICE)
+    from PIL import Image
+
+    assert served.headers["content-type"] == "image/jpeg"
+    assert list(Image.open(io.BytesIO(served.content)).size) == size
+    assert tab.page.locator("#viewer video").count() == 1
+    caption = tab.page.inner_text("#viewer figure.keyframe figcaption")
+    assert caption == f"Keyframe of shot {loc['shot_idx'] + 1} (its middle frame)"
+    tab.shot("keyframe")
+    assert tab.axe() == []
     assert tab.errors == []
 
 
@@ -603,6 +712,21 @@ def test_every_view_is_accessible_and_fits(
             wide = t.page.evaluate("document.documentElement.scrollWidth")
             assert wide <= width, (path, wide)
             t.shot(path.rsplit("/", 1)[-1])
+        # The answer, and the viewer on its first citation (the keynote's shot: the player and
+        # its keyframe).
+        t.page.click("#nav a[href='/ui/ask']")
+        t.ask("Where does the Q3 keynote demo the failover, and how fast was the cutover?")
+        t.page.click("details.why summary")
+        for view, ready in (("answer", None), ("keynote", "#viewer figure.keyframe img")):
+            if ready:
+                t.page.click("button.cite >> nth=0")
+                t.page.wait_for_selector(ready)
+                until(t.page, f"document.querySelector({ready!r}).complete")
+            assert t.axe() == [], view
+            wide = t.page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= width, (view, wide)
+            if width < 1280:  # the wide ones come from the tests that open each view
+                t.shot(view)
         assert t.errors == []
     finally:
         t.close()

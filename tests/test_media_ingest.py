@@ -257,7 +257,7 @@ def overlap_s(a: tuple[float, float], b: tuple[float, float]) -> float:
 
 
 @pytest.mark.slow  # ASR, scene detection, keyframe OCR and embedding: ~30-90 s under load
-def test_video_through_the_api(client, tmp_path):
+def test_video_through_the_api(client, svc, tmp_path):
     """An ffmpeg MP4 of N colour shots over espeak sentences with known offsets, PUT and ingested
     through the API: N shots within one frame of the true cuts, each carrying the transcript
     that overlaps it; searching a sentence finds its utterance within 0.5 s; deep links and
@@ -336,9 +336,28 @@ def test_video_through_the_api(client, tmp_path):
     slide = next(h for h in hits if h["unit_id"] == shots[-1]["unit_id"])
     assert slide["ranks"]["lexical"] == 1, slide
     assert slide["link"].endswith(t_fragment(shots[-1]["locator"]["t_start_ms"]))
-    assert shots[-1]["preview"] is None  # a shot has no page or image to draw on (yet)
-    r = client.get(f"/v1/units/{shots[-1]['unit_id']}/preview", headers=ALICE)
-    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
+    # Each shot keeps its middle frame (D-236): a JPEG of the shot's own colour, through the
+    # preview route under the Unit's ACL (another tenant: the 404 of a missing id).
+    from PIL import Image
+
+    colours = [(255, 0, 0), (0, 128, 0), (255, 255, 0), (20, 40, 160)]
+    for s, want in zip(shots, colours, strict=True):
+        assert s["preview"] == f"/v1/units/{s['unit_id']}/preview"
+        r = client.get(s["preview"], headers=ALICE)
+        assert r.status_code == 200 and r.headers["content-type"] == "image/jpeg"
+        assert "private" in r.headers["cache-control"] and "Cookie" in r.headers["vary"]
+        img = Image.open(io.BytesIO(r.content)).convert("RGB")
+        assert img.size == (640, 360)
+        got = img.getpixel((8, 8))
+        assert all(abs(a - b) <= 24 for a, b in zip(got, want, strict=True)), (got, want)
+        assert client.get(s["preview"], headers=CAROL).status_code == 404
+    assert all(u["preview"] is None for u in utts)  # a moment of speech has no picture
+    listed = client.get(
+        "/v1/units", headers=ALICE, params={"doc_id": units[0]["doc_id"], "limit": 100}
+    ).json()["units"]
+    assert {u["unit_id"]: u["preview"] for u in listed if u["modality"] == "video_shot"} == {
+        s["unit_id"]: s["preview"] for s in shots
+    }
     # A player seeks: byte ranges of the video.
     r = client.get(f"/v1/objects/{key}", headers={**ALICE, "Range": "bytes=100-1099"})
     assert r.status_code == 206 and r.content == mp4[100:1100]
@@ -346,6 +365,12 @@ def test_video_through_the_api(client, tmp_path):
     assert r.headers["content-type"].startswith("video/mp4")
     r = client.get(f"/v1/objects/{key}", headers={**ALICE, "Range": "bytes=-500"})
     assert r.status_code == 206 and r.content == mp4[-500:]
+    # The keyframes go with their Units.
+    kept = "SELECT count(*) FROM unit_keyframes"
+    assert svc.catalog.reader().execute(kept).fetchone()[0] == len(shots)
+    r = client.delete(f"/v1/docs/{units[0]['doc_id']}", headers=ALICE)
+    assert r.status_code == 200, r.text
+    assert svc.catalog.reader().execute(kept).fetchone()[0] == 0
 
 
 def test_bad_media_fail_alone_in_a_mixed_batch(client):

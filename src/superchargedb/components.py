@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .storage.protocols_auth import AuthStore
     from .storage.protocols_reads import AuditTrail, CatalogCounts, JobListing
     from .storage.protocols_service import (
+        KeyframeReader,
         Listing,
         ObjectCatalog,
         ServerBackend,
@@ -72,6 +73,7 @@ class Components:
     vectors: VectorIndex
     unit_reader: UnitReader
     word_reader: WordReader
+    keyframes: KeyframeReader  # video shots' kept keyframes (D-236)
     listing: Listing  # documents and Units as a reader lists them
     usage_reader: UsageReader
     object_rows: ObjectCatalog  # objects by (key, owner), the blob collector

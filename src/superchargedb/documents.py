@@ -23,7 +23,7 @@ from .types import PLANES, Principal
 if TYPE_CHECKING:
     from .ingest.pipeline import Ingestor
     from .storage.protocols import Outbox, UnitRecord
-    from .storage.protocols_service import Listing, ServiceStore, UsageReader
+    from .storage.protocols_service import KeyframeReader, Listing, ServiceStore, UsageReader
     from .storage.protocols_writes import Word
 
 MAX_PAGE = 500
@@ -76,6 +76,7 @@ class DocumentsMixin:
     outbox: Outbox
     listing: Listing
     usage_reader: UsageReader
+    keyframes: KeyframeReader
 
     def request_scope(
         self, principal: Principal, header: str | None, query: str | None
@@ -164,7 +165,9 @@ class DocumentsMixin:
         ):
             raise ValidationError("invalid cursor", field="cursor")
         rows = self.listing.units(rf, after=after, limit=n + 1)
-        units = [unit_dict(u) for _, u in rows[:n]]
+        shots = [u.unit_id for _, u in rows[:n] if u.modality == "video_shot"]
+        stills = self.keyframes.present(shots) if shots else set()
+        units = [unit_dict(u, u.unit_id in stills) for _, u in rows[:n]]
         nxt = encode_cursor(rows[n - 1][0]) if len(rows) > n else None
         return {"units": units, "next_cursor": nxt, "context": {"effective_scopes": scopes}}
 
@@ -281,8 +284,8 @@ class DocumentsMixin:
         }
 
 
-def unit_dict(u: UnitRecord) -> dict[str, Any]:
-    """A Unit as the API shows it."""
+def unit_dict(u: UnitRecord, keyframe: bool = False) -> dict[str, Any]:
+    """A Unit as the API shows it; ``keyframe``: a video shot's keyframe is kept (D-236)."""
     return {
         "unit_id": u.unit_id,
         "text": u.text,
@@ -301,7 +304,7 @@ def unit_dict(u: UnitRecord) -> dict[str, Any]:
         "event_at": u.event_at,
         "t_bucket": None if u.event_at is None else u.event_at // 3_600_000,  # D-20
         "link": unit_link(u),
-        "preview": f"/v1/units/{u.unit_id}/preview" if has_preview(u) else None,
+        "preview": f"/v1/units/{u.unit_id}/preview" if has_preview(u, keyframe) else None,
     }
 
 
@@ -314,12 +317,13 @@ def unit_link(u: UnitRecord) -> str | None:
     return f"/v1/objects/{u.object_key}{frag}"
 
 
-def has_preview(u: UnitRecord) -> bool:
-    """A page or an image to draw the box on. A video shot has neither (its blob is the video;
-    no keyframe is stored yet), so it advertises no preview rather than one that fails."""
-    return bool(u.object_key) and (
-        u.plane in ("doc_visual", "visual") and u.modality != "video_shot"
-    )
+def has_preview(u: UnitRecord, keyframe: bool = False) -> bool:
+    """A page or an image to draw the box on, or a video shot's kept keyframe (D-236). A shot
+    derived before keyframes were kept has none, and advertises none rather than one that
+    fails (D-174)."""
+    if u.modality == "video_shot":
+        return keyframe
+    return bool(u.object_key) and u.plane in ("doc_visual", "visual")
 
 
 def word_dicts(words: list[Word]) -> list[dict[str, Any]]:

@@ -35,12 +35,14 @@ MAX_SIDE = 1600  # pixels of the longer side of a preview
 
 @dataclass(frozen=True)
 class PreviewSource:
-    """What a caller, already authorized for the Unit, may see drawn: its blob and locator."""
+    """What a caller, already authorized for the Unit, may see drawn: its blob and locator, or
+    a video shot's kept keyframe (``still``, served as it is: there is no box to draw)."""
 
-    blob: Path
+    blob: Path | None
     sha256: str
-    mime: str  # "application/pdf" or "image"
+    mime: str  # "application/pdf" or "image"; a still's own type ("image/jpeg")
     locator: dict[str, Any] | None
+    still: bytes | None = None
 
     def render_key(self) -> tuple[Any, ...]:
         """Everything the picture depends on (blob, page, box, size) and nothing else."""
@@ -74,6 +76,7 @@ class Previews:
         hit = self.cache.get(key)  # rendered for someone else while this one waited
         if hit is not None:
             return hit
+        assert src.blob is not None  # a still is never rendered
         png = render_preview(src.blob, src.mime, src.locator, memory_mb=self.memory_mb)
         self.cache.put(key, png)
         return png

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +83,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.jobs = parts.jobs
         self.unit_reader = parts.unit_reader
         self.word_reader = parts.word_reader
+        self.keyframes = parts.keyframes
         self.listing = parts.listing
         self.usage_reader = parts.usage_reader
         self.object_rows = parts.object_rows
@@ -229,6 +231,54 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         hits, answer = self.answerer.answer(q, rf, trace, t0)
         return self._finish(key, hits, answer, trace, list(rf.scopes), principal)
 
+    def answer_stream(
+        self,
+        principal: Principal,
+        body: Any,
+        header_scope: str | None = None,
+        query_scope: str | None = None,
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``POST /v1/answer`` with ``stream: true``: the answer's events, each sentence as soon
+        as it is checked (D-235). Everything up to the first event runs here, so what fails with
+        a status (401/402/403/422), the refusal gate and a model that fails before its first
+        sentence are decided before the stream opens (D-37); the rest runs as it is read."""
+        t0 = time.perf_counter()
+        q, rf, gens = self._read_request(principal, body, "answer", header_scope, query_scope)
+        key = cache_key(
+            "answer",
+            q.model_dump(mode="json", exclude={"stream"}),
+            list(rf.scopes),
+            principal,
+            gens,
+            f"{self.versions};{self.answerer.chain_version}",
+            rf,
+        )
+        if (cached := self._cached(key, t0)) is not None:
+            return self.answerer.events(cached)
+        trace = Trace()
+        run = self.answerer.run(q, rf, trace, t0, stream=True)
+        scopes = list(rf.scopes)
+        try:
+            first = next(run)
+        except StopIteration as stop:
+            hits, answer = stop.value
+            return self.answerer.events(self._finish(key, hits, answer, trace, scopes, principal))
+
+        def rest() -> Iterator[tuple[str, dict[str, Any]]]:
+            ev, streamed = first, 0
+            while True:
+                yield ev
+                streamed += 1
+                try:
+                    ev = next(run)
+                except StopIteration as stop:
+                    hits, answer = stop.value
+                    final = self._finish(key, hits, answer, trace, scopes, principal)
+                    break
+            yield from self.answerer.events(final, streamed)
+
+        return rest()
+
     def _read_request(
         self,
         principal: Principal,
@@ -334,7 +384,8 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         unit = self._visible_unit(principal, unit_id)
         if unit is None:
             raise NotFoundError("unit not found")
-        out = unit_dict(unit)
+        still = unit.modality == "video_shot" and bool(self.keyframes.present([unit_id]))
+        out = unit_dict(unit, still)
         if words:
             table = word_dicts(self.word_reader.of_units([unit_id]).get(unit_id, []))
             out["words"] = [{"text": out["text"][w["start"] : w["end"]], **w} for w in table]
@@ -349,6 +400,14 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         unit = self._visible_unit(principal, unit_id)
         if unit is None:
             raise NotFoundError("unit not found")
+        loc = unit.locator
+        if unit.modality == "video_shot":  # its keyframe, kept at derivation (D-236)
+            kept = self.keyframes.get(unit_id)
+            if kept is None:
+                raise NotFoundError("this shot has no keyframe (derived before they were kept)")
+            return PreviewSource(
+                None, "", kept.mime, loc.to_dict() if loc else None, still=kept.data
+            )
         if not has_preview(unit):
             raise NotFoundError("this unit has no page or image to preview")
         # The blob the Unit was derived from (kept by the Unit), not whatever the key names now.
@@ -358,7 +417,6 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         with open(blob, "rb") as f:
             head = f.read(8)
         mime = "application/pdf" if head.startswith(b"%PDF") else "image"
-        loc = unit.locator
         return PreviewSource(blob, unit.object_sha, mime, loc.to_dict() if loc else None)
 
     def delete_unit(self, principal: Principal, unit_id: str) -> dict[str, Any]:

@@ -196,6 +196,7 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         vectors=backend.vectors,
         unit_reader=backend.units,
         word_reader=backend.words,
+        keyframes=backend.keyframes,
         listing=backend.listing,
         usage_reader=backend.usage,
         object_rows=backend.object_rows,

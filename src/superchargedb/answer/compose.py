@@ -52,16 +52,33 @@ def split_markers(sentence: str) -> tuple[str, list[int]]:
     return re.sub(r"\s{2,}", " ", clean).strip(), nums
 
 
+def number(sentences: list[Sentence]) -> dict[int, int]:
+    """Citation indexes: passage n -> 1..k in order of first use (stable as sentences append)."""
+    order: list[int] = []
+    for s in sentences:
+        for n in s.passages:
+            if n not in order:
+                order.append(n)
+    return {n: i for i, n in enumerate(order, start=1)}
+
+
+def sentence_json(s: Sentence, index: dict[int, int]) -> dict[str, Any]:
+    """One entry of ``answer.sentences`` (and of a streamed ``event: sentence``)."""
+    return {
+        "text": s.text,
+        "citations": [index[n] for n in s.passages],
+        "supported": s.support.supported,
+        "support_score": round(s.support.score, 4),
+        "quoted": s.quoted,
+    }
+
+
 def build_answer(
     draft: Draft, evidence: list[Evidence], *, extractive: bool, provider: str
 ) -> dict[str, Any]:
     by_n = {ev.n: ev for ev in evidence}
-    order: list[int] = []
-    for s in draft.sentences:
-        for n in s.passages:
-            if n not in order:
-                order.append(n)
-    index = {n: i for i, n in enumerate(order, start=1)}
+    index = number(draft.sentences)
+    order = list(index)
     parts, sentences = [], []
     for s in draft.sentences:
         marks = "".join(f"[{index[n]}]" for n in s.passages)
@@ -70,15 +87,7 @@ def build_answer(
             parts.append(f"{body[:-1]} {marks}{body[-1]}")
         else:
             parts.append(f"{body} {marks}")
-        sentences.append(
-            {
-                "text": s.text,
-                "citations": [index[n] for n in s.passages],
-                "supported": s.support.supported,
-                "support_score": round(s.support.score, 4),
-                "quoted": s.quoted,
-            }
-        )
+        sentences.append(sentence_json(s, index))
     citations = []
     for n in order:
         ev = by_n[n]

@@ -10,23 +10,23 @@ extractive synthesizer. Answerability is decided by the system before any model 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import locate_words
 from ..readfilter import ReadFilter
 from ..types import Stage, Trace
 from .answerability import MIN_SCORE, Rule, decide
-from .compose import Draft, Sentence, build_answer, is_refusal, refusal, split_markers
+from .compose import Draft, build_answer, is_refusal, number, refusal, sentence_json
 from .context import passages_for
 from .extractive import extract, quote_best
-from .gate import annotate, answers_nothing, gate
-from .localize import Evidence, Localizer, sentence_span
+from .gate import annotate, gate
+from .llm_check import LlmCheck
+from .localize import Evidence, Localizer
 from .pricing import chat_cost, compute_cost
 from .providers import ChatProvider, Passage, ProviderFailed, SynthOutput
 from .question import QuestionInfo, analyze
-from .relevance import RELEVANCE_CUT, focus, relevance
-from .sentences import sentence_texts
+from .sentences import SentenceStream
 from .verify import EntailmentChecker
 
 if TYPE_CHECKING:
@@ -34,6 +34,11 @@ if TYPE_CHECKING:
     from ..schemas import AegisQuery
     from ..search.hybrid import Searcher
     from ..settings import Settings
+
+Event = tuple[str, dict[str, Any]]
+Result = tuple[list[dict[str, Any]], dict[str, Any]]
+# (draft or None to refuse, provider, extractive, notes, tokens, failed transiently)
+Synth = tuple[Draft | None, str, bool, str, Any, bool]
 
 # First guesses until measured (a 1.5B local model answers in ~40 s on a loaded 2-core box).
 DEFAULT_ESTIMATE_MS = {"openai": 3000.0, "local": 40000.0}
@@ -81,13 +86,21 @@ class Answerer:
         return "+".join([p.name for p in self.providers] + ["extractive"])
 
     # -- the pipeline ------------------------------------------------------------------------
-    def answer(
-        self,
-        q: AegisQuery,
-        rf: ReadFilter,
-        trace: Trace,
-        t0: float,
-    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def answer(self, q: AegisQuery, rf: ReadFilter, trace: Trace, t0: float) -> Result:
+        """The whole answer at once (``POST /v1/answer`` without ``stream``)."""
+        run = self.run(q, rf, trace, t0, stream=False)
+        while True:
+            try:
+                next(run)
+            except StopIteration as stop:
+                return stop.value
+
+    def run(
+        self, q: AegisQuery, rf: ReadFilter, trace: Trace, t0: float, *, stream: bool
+    ) -> Generator[Event, None, Result]:
+        """The pipeline. With ``stream``, each of a model's sentences that passes its checks is
+        yielded as an ``event: sentence`` while the model still writes (D-235); what is
+        yielded is always the prefix of the returned answer's ``sentences``."""
         deadline = t0 + q.budget.max_ms / 1000 if q.budget and q.budget.max_ms else None
         hits = self.searcher.run(q, rf, trace)
         n_pass = min(len(hits), self.settings.answer_passages)
@@ -141,8 +154,8 @@ class Answerer:
             return hits, answer
         assert g.best is not None
         t = time.perf_counter()
-        draft, provider, extractive, detail, tokens, failed = self._synthesize(
-            q, evidence, g.best, trace, deadline, info
+        draft, provider, extractive, detail, tokens, failed = yield from self._synthesize(
+            q, evidence, g.best, trace, deadline, info, stream
         )
         synth_ms = _ms(t)
         # A provider that failed transiently (timeout, 5xx) left a fallback answer: not cached.
@@ -176,9 +189,11 @@ class Answerer:
         trace: Trace,
         deadline: float | None,
         info: QuestionInfo | None = None,
-    ) -> tuple[Draft | None, str, bool, str, Any, bool]:
+        stream: bool = False,
+    ) -> Generator[Event, None, Synth]:
         """Try the chain: (draft, or None to refuse; provider; extractive; notes; tokens;
-        whether a provider failed transiently)."""
+        whether a provider failed transiently). Once a sentence was streamed the chain stops
+        at that provider: a streamed sentence cannot be taken back (D-37)."""
         notes: list[str] = []
         failed = False
         rejected: list[dict[str, Any]] = []  # what rejected model outputs said, and why
@@ -201,18 +216,36 @@ class Answerer:
                 notes.append(f"{prov.name} skipped: budget (cost)")
                 continue
             timeout = 60.0 if remaining is None else max(0.05, remaining / 1000)
+            streaming = getattr(prov, "stream", None) if stream else None
+            cut_at = self.settings.answer_relevance_cut
+            check: LlmCheck | None = None
             try:
-                out = prov.complete(q.q, passages, timeout)
+                if streaming is None:
+                    out = prov.complete(q.q, passages, timeout)
+                    streamed, cut = 0, None
+                else:
+                    check = LlmCheck(evidence, self.checker, info, cut_at)
+                    out, streamed, cut = yield from self._stream(
+                        streaming(q.q, passages, timeout), check
+                    )
             except ProviderFailed as exc:
                 notes.append(f"{prov.name} failed: {exc}")
                 failed = True
                 continue
+            if cut is not None:  # the model broke off after a streamed sentence
+                notes.append(f"{prov.name} failed after {streamed} streamed sentence(s): {cut}")
+                failed = True
             self.clock.observe(prov.name, out.seconds * 1000)
             self._account(trace, prov, out)
             spent = spent or {"prompt": 0, "completion": 0}
             spent["prompt"] += out.prompt_tokens
             spent["completion"] += out.completion_tokens
             tokens = dict(spent)
+            if is_refusal(out.text) and check is not None and streamed:
+                # Words of a refusal after checked sentences were sent: those stand (D-37),
+                # and this answer, unlike the unstreamed one, is not cached (D-235).
+                notes.append(f"{prov.name} refused after {streamed} streamed sentence(s)")
+                return check.finish(), prov.name, False, "; ".join(notes), tokens, True
             if is_refusal(out.text):
                 # The system judged it answerable: fall back to extractive only when its best
                 # sentence is supported (D-35), else refuse.
@@ -221,7 +254,10 @@ class Answerer:
                 if not draft.sentences:
                     return None, prov.name, False, "; ".join(notes), tokens, failed
                 return draft, "extractive fallback", True, "; ".join(notes), tokens, failed
-            draft = self._check_llm(out.text, evidence, info)
+            if check is None:
+                draft = LlmCheck(evidence, self.checker, info, cut_at).text(out.text)
+            else:
+                draft = check.finish()
             if draft.sentences:
                 if self.settings.answer_quote_best and quote_best(draft, evidence):
                     notes.append("quoted the best sentence: the model answered from another")
@@ -234,72 +270,47 @@ class Answerer:
         # A model whose output was rejected still ran: its tokens stay in the trace.
         return draft, provider, True, "; ".join(notes), spent, failed
 
-    def _check_llm(
-        self, text: str, evidence: list[Evidence], info: QuestionInfo | None = None
-    ) -> Draft:
-        t = time.perf_counter()
-        by_n = {ev.n: ev.hit["text"] for ev in evidence}
-        ev_of = {ev.n: ev for ev in evidence}
-        prime = getattr(self.checker, "prime", None)
-        if prime is not None:  # embed every passage sentence in one batch, once
-            prime(list(by_n.values()))
-        rel = relevance(evidence)
-        floor = self.settings.answer_relevance_cut
-        cut = RELEVANCE_CUT if floor is None else floor
-        draft = Draft()
-        for raw in sentence_texts(text):
-            clean, nums = split_markers(raw)
-            if not clean:
-                continue
-            if not any(ch.isalnum() for ch in clean):
-                # A stray quote or bracket with a marker (the local model once answered '" [1]')
-                # claims nothing; the support check has nothing to refute, so it must not pass.
-                draft.dropped.append({"text": clean, "reason": "no content"})
-                continue
-            valid = [n for n in dict.fromkeys(nums) if n in by_n]
-            bad = [n for n in nums if n not in by_n]
-            if bad:
-                draft.dropped.append(
-                    {
-                        "text": clean,
-                        "reason": f"marker(s) {bad} point at no passage",
-                        "kind": "marker",
-                    }
-                )
-            if not valid:
-                draft.dropped.append({"text": clean, "reason": "no valid citation"})
-                continue
-            cited = [by_n[n] for n in valid]
-            others = [v for n, v in by_n.items() if n not in valid]
-            support = self.checker.check(clean, cited, others)
-            if not support.supported:
-                draft.dropped.append({"text": clean, "reason": "; ".join(support.reasons)})
-                continue
-            f = focus(clean, valid, support, by_n, rel, self.checker, cut)
-            if f.support is None:
-                draft.dropped.append({"text": clean, "reason": f.reason})
-                continue
-            miss = answers_nothing(info, clean) if info is not None else None
-            if miss is not None:  # supported, but not what was asked (D-163)
-                draft.dropped.append({"text": clean, "reason": miss})
-                continue
-            if f.reason:  # a note on a kept sentence: which [n] went, and why
-                draft.dropped.append({"text": clean, "reason": f.reason})
-            # Each citation points at the sentence of its passage this one rests on.
-            spans = {n: sp for n in f.passages if (sp := sentence_span(ev_of[n], clean))}
-            draft.sentences.append(Sentence(clean, f.passages, f.support, spans=spans))
-        # A dropped marker on a kept sentence is reported but is not a dropped sentence.
-        draft.dropped = [
-            d
-            for d in draft.dropped
-            if d.get("kind") != "marker" or d["text"] not in {s.text for s in draft.sentences}
-        ] + [
-            {"text": d["text"], "reason": d["reason"]}
-            for d in draft.dropped
-            if d.get("kind") == "marker" and d["text"] in {s.text for s in draft.sentences}
-        ]
-        draft.verify_ms = _ms(t)
-        return draft
+    @staticmethod
+    def _stream(
+        pieces: Generator[str, None, SynthOutput], check: LlmCheck
+    ) -> Generator[Event, None, tuple[SynthOutput, int, str | None]]:
+        """Check a model's streamed text sentence by sentence, yielding each kept one at once:
+        (the whole output, how many were streamed, why the model broke off after one or None).
+        A failure before the first streamed sentence is raised, as for ``complete``."""
+        split = SentenceStream()
+        streamed, cut = 0, None
+        t0 = time.perf_counter()
+        out: SynthOutput | None = None
+        try:
+            while out is None:
+                wait = time.perf_counter()
+                try:
+                    piece = next(pieces)
+                except StopIteration as stop:
+                    out = stop.value
+                    check.waiting_ms += _ms(wait)
+                    break
+                except ProviderFailed as exc:
+                    if not streamed:
+                        raise
+                    cut = str(exc)
+                    break
+                check.waiting_ms += _ms(wait)
+                for raw in split.feed(piece):
+                    if (s := check.sentence(raw)) is not None:
+                        index = number(check.draft.sentences)
+                        yield "sentence", {"index": streamed, **sentence_json(s, index)}
+                        streamed += 1
+        finally:
+            pieces.close()
+        if out is None:  # broke off: an unfinished last sentence is not checked
+            return SynthOutput(split.buf.strip(), "", 0, 0, time.perf_counter() - t0), streamed, cut
+        for raw in split.close():
+            if (s := check.sentence(raw)) is not None:
+                index = number(check.draft.sentences)
+                yield "sentence", {"index": streamed, **sentence_json(s, index)}
+                streamed += 1
+        return out, streamed, cut
 
     def _estimate_cost(self, prov: ChatProvider, question: str, passages: list[Passage]) -> float:
         tokens = self.embedder.count_tokens(question + " ".join(p.text for p in passages))
@@ -320,17 +331,25 @@ class Answerer:
 
     # -- streaming ----------------------------------------------------------------------------
     @staticmethod
-    def events(final: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-        """SSE events for a finished, verified answer: sentences, their citations, final."""
+    def events(final: dict[str, Any], streamed: int = 0) -> Iterator[Event]:
+        """SSE events for a finished, verified answer after its first ``streamed`` sentences
+        were sent: the other sentences, the citations, final. An answer made whole (cached,
+        extractive) sends each citation after its first sentence; one whose sentences were
+        streamed sends its citations only now, as a citation's Locator covers every sentence
+        citing its passage (D-235)."""
         answer = final["answer"]
         by_index = {c["index"]: c for c in answer["citations"]}
         sent_cites: set[int] = set()
         for i, s in enumerate(answer["sentences"]):
-            yield "sentence", {"index": i, **s}
+            if i >= streamed:
+                yield "sentence", {"index": i, **s}
             for c in s["citations"]:
-                if c not in sent_cites:
+                if c not in sent_cites and not streamed:
                     sent_cites.add(c)
                     yield "citation", by_index[c]
+        if streamed:
+            for c in answer["citations"]:
+                yield "citation", c
         yield "final", final
 
 

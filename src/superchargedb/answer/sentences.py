@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["split_sentences", "sentence_texts"]
+__all__ = ["SentenceStream", "split_sentences", "sentence_texts"]
 
 # Abbreviations after which a period never ends a sentence (lowercase, without the final dot).
 _ABBREV = frozenset(
@@ -106,3 +106,39 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
 def sentence_texts(text: str) -> list[str]:
     """The sentences themselves, in order."""
     return [text[a:b] for a, b in split_sentences(text)]
+
+
+# Characters a run of markers after a full stop can still grow by ("[1", "[1][2", "[1, 3]").
+_MARKER_CHARS = frozenset("[]0123456789,;")
+
+
+class SentenceStream:
+    """Sentences of a text that arrives in pieces (a streamed model answer), each handed out
+    as soon as no later piece can change it: together exactly ``sentence_texts(whole text)``.
+
+    A sentence is final once a character follows it that no marker can contain: every rule
+    above looks at most at the first character after the whitespace that follows a full stop,
+    and markers written after the full stop stay with the sentence they close."""
+
+    def __init__(self) -> None:
+        self.buf = ""
+        self.done = 0  # sentences handed out
+
+    def feed(self, piece: str) -> list[str]:
+        self.buf += piece
+        spans = split_sentences(self.buf)
+        out = []
+        for i in range(self.done, len(spans) - 1):
+            rest = self.buf[spans[i][1] :]
+            if not any(not c.isspace() and c not in _MARKER_CHARS for c in rest):
+                break
+            out.append(self.buf[spans[i][0] : spans[i][1]])
+        self.done += len(out)
+        return out
+
+    def close(self) -> list[str]:
+        """The sentences left once the text is complete."""
+        spans = split_sentences(self.buf)
+        out = [self.buf[a:b] for a, b in spans[self.done :]]
+        self.done = len(spans)
+        return out

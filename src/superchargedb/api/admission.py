@@ -7,10 +7,11 @@ Per request, in this order, and holding no slot until the last step:
 2. the whole body, under the size limit and a minimum rate (``api/body.py``: 413, 408);
 3. a slot of the request's class, shared fairly between tenants and principals (503).
 
-The slot is given back when the response starts: the work is done by then (a streamed answer is
-computed before its first event, an object is read from local disk), and writing the response
-waits only on the client, which must never hold a slot. Writes have their own deadline
-(``api/transport.py``).
+The slot is given back when the response starts: the work is done by then (an object is read
+from local disk), and writing the response waits only on the client, which must never hold a
+slot. A streamed answer (``text/event-stream``) is the exception: its model writes while the
+events go out, so it keeps its slot until the last one (D-235); a client that stops reading is
+cut off after ``SCDB_WRITE_TIMEOUT_S`` (``api/transport.py``), which gives the slot back.
 """
 
 from __future__ import annotations
@@ -110,12 +111,28 @@ class AdmissionMiddleware:
                     released = True
                     self.admission.release(ticket, effort.tokens)
 
+            streaming = False
+
             async def sending(message: Message) -> None:
+                nonlocal streaming
                 if message["type"] == "http.response.start":
-                    release()  # from here on only the client is waited for
+                    # A streamed answer is still being written by its model (D-235): it keeps
+                    # its slot until its last event; anything else is done by now.
+                    streaming = _is_event_stream(message)
+                    if not streaming:
+                        release()  # from here on only the client is waited for
+                elif streaming and not message.get("more_body", False):
+                    release()
                 await send(message)
 
             try:
                 await self.app(scope, receive, sending)
             finally:
                 release()
+
+
+def _is_event_stream(start: Message) -> bool:
+    for k, v in start.get("headers") or []:
+        if k.lower() == b"content-type":
+            return bytes(v).split(b";")[0].strip().lower() == b"text/event-stream"
+    return False

@@ -6,7 +6,7 @@ import hmac
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import PurePath
 from typing import Any
 
@@ -283,12 +283,13 @@ def create_app(svc: Service) -> FastAPI:
         if not stream:
             return OrjsonResponse(await run_in_threadpool(svc.answer, p, body, scope, None))
         # Everything that can fail with a status (401/402/403/422) and the refusal gate is
-        # decided before the first byte (D-37).
-        final = await run_in_threadpool(svc.answer, p, body, scope, None)
+        # decided before the first byte (D-37); the model's sentences follow as it writes them
+        # (D-235), read on the threadpool one event at a time.
+        answer_events = await run_in_threadpool(svc.answer_stream, p, body, scope, None)
 
-        async def events() -> AsyncIterator[bytes]:
+        def events() -> Iterator[bytes]:
             try:
-                for name, data in svc.answerer.events(final):
+                for name, data in answer_events:
                     yield b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
             except Exception:  # after the first byte an error can only be an event
                 log.exception("stream failed")
@@ -319,7 +320,10 @@ def create_app(svc: Service) -> FastAPI:
         tags=["units"],
         responses={
             **ERROR_RESPONSES.subset(401, 403, 404, 422, 503),
-            200: {"content": {"image/png": {}}, "description": "PNG"},
+            200: {
+                "content": {"image/png": {}, "image/jpeg": {}},
+                "description": "PNG (a page or image with its box); JPEG (a video shot's keyframe)",
+            },
         },
         response_class=Response,
     )
@@ -331,6 +335,8 @@ def create_app(svc: Service) -> FastAPI:
     ) -> Response:
         # Authorized first: only then is the rendering cache consulted.
         src = await run_in_threadpool(svc.preview_source, narrowed(svc, p, scope), unit_id)
+        if src.still is not None:  # a video shot's keyframe (D-236): one picture, no pages
+            return Response(src.still, media_type=src.mime, headers=PREVIEW_HEADERS)
         src = other_page(src, page)
         png = await previews.png(p.name, src)
         return Response(png, media_type="image/png", headers=PREVIEW_HEADERS)

@@ -9,7 +9,8 @@ test suite's live server both use it, so tests run what production runs.
   ``header_timeout_s`` after its first byte (or after the connection opened).
 - Responses: a client that stops reading fills the socket buffer, and the app's next write waits
   for it. When the buffer stays full for ``write_timeout_s`` the connection is aborted, which
-  releases the waiting write (admission slots are already free by then: ``api/admission.py``).
+  releases the waiting write (admission slots are already free by then, except a streamed
+  answer's, which this gives back: ``api/admission.py``).
 - Forwarded headers: uvicorn believes ``X-Forwarded-For`` from loopback peers by default, so
   any local client (or anything behind a local port forward) could pick the address that rate
   limits and the failed-authentication lockout count against. They are honoured only from the

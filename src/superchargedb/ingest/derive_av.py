@@ -13,6 +13,7 @@ Times are ms with an exclusive end.
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import struct
@@ -37,6 +38,7 @@ from .derive_ocr import MIN_PHOTO_CONF, ocr_lines, ocr_words
 from .utterances import envelope, t_fragment, utterance_units
 
 MIN_SHOT_S = 0.4
+KEYFRAME_SIDE = 640  # pixels of a kept keyframe's longer side (D-236)
 CHUNK_S = 1200.0  # audio per Whisper worker call (each call has its own timeout)
 
 
@@ -294,18 +296,36 @@ def scene_cuts(
     return cuts
 
 
-def keyframe_text(
+def keyframe(
     path: Path, t: float, tmp: Path, *, limits: MediaLimits, options: DeriveOptions
-) -> str:
+) -> tuple[str, bytes | None]:
+    """The frame at ``t`` (ffmpeg): its OCR text, and the JPEG the viewer shows (D-236)."""
     png = tmp / f"key-{int(t * 1000)}.png"
     argv = ["ffmpeg", "-nostdin", "-v", "error", "-threads", str(options.threads)]
     argv += ["-ss", f"{t:.3f}", "-i", str(path), "-map", "0:v:0", "-frames:v", "1", "-y", str(png)]
     run_engine(argv, limits=limits, options=options, what="ffmpeg (keyframe)")
     if not png.exists():
-        return ""
+        return "", None
     words = ocr_words(png, limits=limits, options=options, min_conf=MIN_PHOTO_CONF)
+    still = keyframe_jpeg(png)
     png.unlink()
-    return "\n".join(" ".join(w.text for w in line) for para in ocr_lines(words) for line in para)
+    text = "\n".join(" ".join(w.text for w in line) for para in ocr_lines(words) for line in para)
+    return text, still
+
+
+def keyframe_jpeg(png: Path) -> bytes | None:
+    """A frame at most ``KEYFRAME_SIDE`` px on its longer side, as JPEG (tens of KB a shot)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(png) as im:
+            img = im.convert("RGB")
+    except (OSError, UnidentifiedImageError):
+        return None
+    img.thumbnail((KEYFRAME_SIDE, KEYFRAME_SIDE))
+    out = io.BytesIO()
+    img.save(out, format="JPEG", quality=80)
+    return out.getvalue()
 
 
 def shot_units(
@@ -327,7 +347,7 @@ def shot_units(
     bounds = [0.0, *cuts, info["video_duration"]]
     units = []
     for idx, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        ocr = keyframe_text(path, (a + b) / 2, tmp, limits=limits, options=options)
+        ocr, still = keyframe(path, (a + b) / 2, tmp, limits=limits, options=options)
         spoken = "".join(str(w[0]) for w in words if a <= (w[1] + w[2]) / 2 < b).strip()
         t0, t1 = int(round(a * 1000)), int(round(b * 1000))
         text = (
@@ -347,6 +367,7 @@ def shot_units(
                     "keyframe_ms": int((a + b) / 2 * 1000),
                     "ocr_text": ocr,
                     "transcript": spoken,
+                    "keyframe_jpeg": still,
                 },
             )
         )

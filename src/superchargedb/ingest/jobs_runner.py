@@ -152,7 +152,13 @@ class JobRunner:
                 )
             )
         ing._chunk_and_embed(prepared)
-        self._store(job, prepared, "replace", [d.meta.get("unit_words") for d in derived])
+        self._store(
+            job,
+            prepared,
+            "replace",
+            [d.meta.get("unit_words") for d in derived],
+            [d.meta.get("keyframe_jpeg") for d in derived],
+        )
 
     def _store(
         self,
@@ -160,6 +166,7 @@ class JobRunner:
         prepared: list[Prepared],
         mode: str,
         words: list[list[dict[str, Any]] | None] | None = None,
+        keyframes: list[bytes | None] | None = None,
     ) -> None:
         """Write a job's embedded Units and complete it, in one transaction under the lease."""
         ing = self.ingestor
@@ -185,6 +192,10 @@ class JobRunner:
                     # A Unit split into chunks keeps no word table (its offsets are the parent's).
                     if table and len(o.unit_ids) == 1:
                         tx.words.put(o.unit_ids[0], _words(table))
+                for o, still in zip(outcomes, keyframes or [], strict=False):
+                    if still is not None:
+                        for uid in o.unit_ids:  # every chunk of a shot shows its frame
+                            tx.keyframes.put(uid, "image/jpeg", still)
                 faults.point("jobs.before_complete")
                 ids = [u for o in outcomes for u in o.unit_ids]
                 tx.jobs.complete(job, json.dumps({"unit_ids": ids, "units": len(ids)}))

@@ -123,6 +123,24 @@ class WordReader(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Keyframe:
+    """A video shot's kept keyframe image (D-236)."""
+
+    mime: str
+    data: bytes
+
+
+class KeyframeReader(Protocol):
+    def present(self, unit_ids: Sequence[str]) -> set[str]:
+        """Those of the Units (already readable by the caller) that keep a keyframe."""
+        ...
+
+    def get(self, unit_id: str) -> Keyframe | None:
+        """The Unit's keyframe (the caller has checked the Unit's read)."""
+        ...
+
+
 class ObjectRows(Protocol):
     def own(self, object_key: str, owner: str) -> StoredObject | None:
         """``owner``'s object at the key (never another owner's)."""
@@ -215,6 +233,9 @@ class ServerBackend(ServiceStore, AuthStore, Protocol):
 
     @property
     def words(self) -> WordReader: ...
+
+    @property
+    def keyframes(self) -> KeyframeReader: ...
 
     @property
     def object_rows(self) -> ObjectCatalog: ...

@@ -139,6 +139,12 @@ class WordWriter(Protocol):
         ...
 
 
+class KeyframeWriter(Protocol):
+    def put(self, unit_id: str, mime: str, data: bytes) -> None:
+        """Keep a video shot's keyframe image (it goes with the Unit when the Unit is deleted)."""
+        ...
+
+
 class ObjectRowWriter(Protocol):
     def remove(self, key: str, owner: str) -> None:
         """Forget ``owner``'s object at ``key`` (its blob is collected once nothing cites it)."""
@@ -159,6 +165,9 @@ class StoreTx(WriteTx, Protocol):
 
     @property
     def words(self) -> WordWriter: ...
+
+    @property
+    def keyframes(self) -> KeyframeWriter: ...
 
     @property
     def object_rows(self) -> ObjectRowWriter: ...

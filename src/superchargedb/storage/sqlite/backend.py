@@ -43,6 +43,7 @@ from .objects import ORPHAN_GRACE_S, FileBlobStore, referenced_blobs, sweep_orph
 from .search_store import ExactScan, SqliteSearchStore
 from .sessions import SqliteSessions
 from .sparse import SparseIndex
+from .unit_keyframes import SqliteKeyframes
 from .write_rows import unit_record
 from .writes import SqliteWriteStore
 
@@ -196,6 +197,10 @@ class SqliteBackend(SqliteWriteStore):
     @property
     def words(self) -> SqliteWords:
         return SqliteWords(self.catalog)
+
+    @property
+    def keyframes(self) -> SqliteKeyframes:
+        return SqliteKeyframes(self.catalog)
 
     @property
     def object_rows(self) -> SqliteObjectCatalog:

@@ -282,6 +282,19 @@ CREATE TRIGGER unit_words_ad AFTER DELETE ON units BEGIN
 END;
 """
 
+# A video shot's keyframe (D-236): the JPEG the viewer shows beside the player, taken at
+# derivation so a preview never decodes the video. Lives and dies with its Unit (the trigger).
+M010_UNIT_KEYFRAMES = """
+CREATE TABLE unit_keyframes (
+  unit INTEGER PRIMARY KEY,
+  mime TEXT NOT NULL,
+  data BLOB NOT NULL
+);
+CREATE TRIGGER unit_keyframes_ad AFTER DELETE ON units BEGIN
+  DELETE FROM unit_keyframes WHERE unit = old.id;
+END;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_usage", M002_USAGE),
@@ -292,6 +305,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m007_object_owner", M007_OBJECT_OWNER),
     ("m008_console_sessions", M008_CONSOLE_SESSIONS),
     ("m009_unit_words", M009_UNIT_WORDS),
+    ("m010_unit_keyframes", M010_UNIT_KEYFRAMES),
 ]
 
 

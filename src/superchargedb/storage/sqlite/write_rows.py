@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from ...types import Locator
 from ..protocols import UnitRecord
 from ..protocols_writes import DocKey, IdempotencyKey, MediaUse, StoredUnit, UsageCount, Word
-from . import unit_words
+from . import unit_keyframes, unit_words
 from .filter_sql import scope_sql
 
 Conn = Callable[[], sqlite3.Connection]
@@ -207,6 +207,15 @@ class SqlWords:
             for w in words
         ]
         unit_words.put(self.conn, int(row[0]), table)
+
+
+class SqlKeyframes:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def put(self, unit_id: str, mime: str, data: bytes) -> None:
+        row = self.conn.execute("SELECT id FROM units WHERE unit_id = ?", (unit_id,)).fetchone()
+        unit_keyframes.put(self.conn, int(row[0]), mime, data)
 
 
 class SqlObjectRows:

@@ -33,6 +33,7 @@ from .object_rows import SqliteObjectRowsTx
 from .principals import SqlitePrincipals
 from .write_rows import (
     SqlDocs,
+    SqlKeyframes,
     SqlQuota,
     SqlUsage,
     SqlWords,
@@ -126,6 +127,10 @@ class _Tx:
     @property
     def words(self) -> SqlWords:
         return SqlWords(self.conn)
+
+    @property
+    def keyframes(self) -> SqlKeyframes:
+        return SqlKeyframes(self.conn)
 
     @property
     def object_rows(self) -> SqliteObjectRowsTx:  # ObjectRowsWriter (protocols_service.py)

@@ -1,5 +1,6 @@
-// Ask: the answer streams in sentence by sentence; a [n] chip becomes a button that opens the
-// viewer only once citation n has arrived (before that it is inert text, D-153).
+// Ask: the answer streams in sentence by sentence as the model writes it (D-235); a [n] chip
+// becomes a button that opens the viewer only once citation n has arrived (before that it is
+// inert text, D-153).
 
 import { h, clear, errorBox, labelled } from "./dom.js";
 import { stream } from "./api.js";
@@ -73,6 +74,14 @@ async function ask(text, scope, planes, modalities, out) {
         }
       } else if (name === "final") {
         finalMeta(meta, data);
+        // A streamed sentence is judged against the whole answer only at the end (D-235).
+        const all = (data.answer || {}).sentences || [];
+        sentences.querySelectorAll(".sentence").forEach((el, i) => {
+          if (!all[i]) return;
+          const old = el.querySelector("small.flags");
+          if (old) old.remove();
+          el.append(flags(all[i]));
+        });
       } else if (name === "error") {
         out.append(errorBox(data));
       }
@@ -96,9 +105,13 @@ function finalMeta(meta, final) {
   const bits = [];
   if (a.provider) bits.push(`provider: ${a.provider}`);
   if (a.extractive) bits.push("extractive");
-  if (a.question_type) bits.push(`question: ${a.question_type}`);
-  const kids = [h("p", {}, bits.join(" · "))];
-  if (a.refused) kids.push(h("p", { class: "refused", role: "note" }, `Refused: ${a.refusal_reason || a.reason || "the sources do not support an answer"}`));
+  // What the system understood the question to ask (D-160): its type and focus, its parts.
+  const qi = a.question || {};
+  if (qi.type) bits.push(`question: ${qi.type}${qi.focus ? ` (${qi.focus})` : ""}`);
+  if (Array.isArray(qi.parts) && qi.parts.length) bits.push(`${qi.parts.length} parts`);
+  const kids = [h("p", { class: "understood" }, bits.join(" · "))];
+  if (Array.isArray(a.unanswered_parts) && a.unanswered_parts.length) kids.push(h("p", { class: "note" }, `Not answered: ${a.unanswered_parts.map(String).join("; ")}`));
+  if (a.refused) kids.push(h("p", { class: "refused", role: "note" }, `Refused${a.refusal_code ? ` (${a.refusal_code})` : ""}: ${a.refusal_reason || a.reason || "the sources do not support an answer"}`));
   const stages = ((final.trace || {}).stages || []).map((st) =>
     h("li", {}, h("span", { class: "stage" }, st.stage), ` ${Number(st.ms).toFixed(1)} ms`, st.cache ? ` · cache ${st.cache}` : "", st.cost_usd ? ` · $${st.cost_usd}` : "", st.detail ? ` · ${st.detail}` : ""),
   );

@@ -145,7 +145,7 @@ function objectPath(unit) {
 function mediaView(body, unit, loc) {
   const src = objectPath(unit);
   if (!src) return cannot(body, unit, loc, "the unit has no stored object to play");
-  const video = unit.modality === "video" || (unit.mime || "").startsWith("video/");
+  const video = unit.modality === "video_shot" || (unit.mime || "").startsWith("video/");
   const player = h(video ? "video" : "audio", { controls: true, preload: "metadata", src, class: "player" });
   const start = loc.t_start_ms / 1000;
   const end = loc.t_end_ms / 1000;
@@ -163,7 +163,23 @@ function mediaView(body, unit, loc) {
     problem.hidden = false;
     problem.textContent = "The media could not be loaded: you may be signed out or not allowed to read it.";
   });
-  clear(body, header(unit, loc), player, problem, h("p", { class: "utterance" }, h("span", { class: "times" }, `${inWords(loc)} `), unit.text));
+  clear(body, header(unit, loc), player, problem, keyframe(unit), h("p", { class: "utterance" }, h("span", { class: "times" }, `${inWords(loc)} `), unit.text));
+}
+
+// A video shot's keyframe (its middle frame, kept at derivation, D-236), through the preview
+// route: the same ACL as the Unit.
+function keyframe(unit) {
+  if (unit.modality !== "video_shot" || !unit.preview) return null;
+  const idx = (unit.locator || {}).shot_idx;
+  const shot = typeof idx === "number" ? `shot ${idx + 1}` : "the shot";
+  const img = h("img", { src: unit.preview, alt: `Keyframe of ${shot} of ${unit.source_uri}`, class: "keyframe" });
+  const caption = h("figcaption", {}, `Keyframe of ${shot} (its middle frame)`);
+  img.addEventListener("error", () => {
+    caption.textContent = "The keyframe could not be loaded: you may be signed out or not allowed to read it.";
+    caption.className = "error";
+    caption.setAttribute("role", "alert");
+  });
+  return h("figure", { class: "keyframe" }, img, caption);
 }
 
 function boxView(body, unit, loc) {
