@@ -190,6 +190,13 @@ def main(argv: list[str] | None = None) -> int:
                         "kind": kind,
                         "q": q,
                         "answer": d["answer"],
+                        "hits": [
+                            {k: x.get(k) for k in ("unit_id", "doc_id", "ranks", "text")}
+                            for x in d["hits"]
+                        ],
+                        "hops": [
+                            s.get("detail") for s in d["trace"]["stages"] if s["stage"] == "hop"
+                        ],
                         "unit_doc": unit_doc,
                         "hop_needed": bool(bearing) and not (set(bearing) & hit_docs),
                         "total_ms": d["trace"]["total_ms"],

@@ -1,0 +1,165 @@
+"""An answer's supporting facts: each fact the question names, cited where it is stated (D-220).
+
+A multi-hop question names more than one fact ("Bobby Godsell held a senior position in which
+global company that was formed in 2004?"): the sentence holding the answer ("It was formed in
+2004 by the merger of AngloGold and the Ashanti Goldfields Corporation.") states only one of
+them. Quoting it alone gives an answer the reader cannot check (which company? and what has it
+to do with Godsell?), and cites one hop of two. So the extractive answer also quotes:
+
+* **the supporting facts**: sentences of the retrieved passages that state question terms the
+  answer's sentences do not (greedily, each adding at least ``GAIN_MIN`` of the question's
+  rarity-weighted terms), from a passage that is the answer's own or is linked to one already
+  quoted (one names the other's subject, or a name the quoted sentences introduce), at most
+  ``MAX_FACTS`` sentences in all;
+* **the subject's sentence**: a quoted sentence of a titled passage (a Unit whose text opens
+  with a ``# heading``) that does not name the passage's subject ("It was formed in 2004 ...")
+  brings the passage's sentence that does ("AngloGold Ashanti Limited is a global gold mining
+  company."), so each quoted fact says what it is about.
+
+Every added sentence is quoted verbatim from the passage it cites (supported by construction).
+The chain reads in hop order: the supporting passages first, the answer's passage last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import terms as T
+from .localize import Candidate, Evidence
+from .question import QuestionInfo
+
+# Chosen on the HotpotQA TUNE half (bench/answers_cover.py); the XQuAD CALIBRATION half checks
+# that single-passage answers do not grow (a fact must come from a linked passage there too).
+GAIN_MIN = 0.15  # a sentence of another (linked) passage
+GAIN_SAME = 0.05  # a sentence of a passage already quoted
+BRIDGES = True
+MAX_FACTS = 3  # quoted sentences of a covered answer (the subject's sentences not counted)
+
+
+def subject(ev: Evidence) -> str:
+    """The passage's subject: its Markdown heading ("# AngloGold Ashanti"), else ''."""
+    text = ev.hit.get("text") or ""
+    if not text.startswith("#"):
+        return ""
+    first = text.split("\n", 1)[0].lstrip("#").strip()
+    return first if len(first) > 1 else ""
+
+
+def _names(name: str, stems: frozenset[str]) -> bool:
+    words = T.question_terms(name) or [w.lower() for w in name.split() if len(w) > 1]
+    return bool(words) and T.weighted_coverage(words, stems) >= 0.99
+
+
+def naming_sentence(ev: Evidence, c: Candidate) -> Candidate | None:
+    """The sentence of ``c``'s titled passage that names its subject, when ``c`` does not."""
+    subj = subject(ev)
+    if not subj or _names(subj, T.text_stems(c.text)):
+        return None
+    for other in sorted(ev.candidates, key=lambda x: x.start):
+        if other is not c and _names(subj, T.text_stems(other.text)):
+            return other
+    return None
+
+
+def linked(a: Evidence, b: Evidence, question: str) -> bool:
+    """``b`` is about something the question or ``a`` is about: the question names ``b``'s
+    subject, or one passage names the other's. Only titled passages link: a name shared by two
+    untitled passages (siblings of one article, on XQuAD) joined facts about different
+    things, and cost citation precision (bench/answers_cover.py)."""
+    sa, sb = T.text_stems(a.hit.get("text") or ""), T.text_stems(b.hit.get("text") or "")
+    ta, tb = subject(a), subject(b)
+    if tb and _names(tb, T.text_stems(question)):
+        return True
+    return bool((ta and _names(ta, sb)) or (tb and _names(tb, sa)))
+
+
+def supporting(
+    info: QuestionInfo,
+    evidence: Sequence[Evidence],
+    answer: Candidate,
+    chosen: Sequence[Candidate] = (),
+    gain_min: float = GAIN_MIN,
+    max_facts: int = MAX_FACTS,
+    gain_same: float = GAIN_SAME,
+) -> list[Candidate]:
+    """The answer's sentences (``chosen``, else ``answer``) with their supporting facts and
+    subjects' sentences, in reading order."""
+    by_n = {e.n: e for e in evidence}
+    facts = list(chosen) or [answer]
+    terms = T.question_terms(info.text)
+    covered: set[str] = set()
+    for c in facts:
+        covered |= T.text_stems(c.text)
+    if BRIDGES:
+        for c in _bridged(info, evidence, facts)[: max(0, max_facts - len(facts))]:
+            facts.append(c)
+            covered |= T.text_stems(c.text)
+    while len(facts) < max_facts and terms:
+        now = T.weighted_coverage(terms, frozenset(covered))
+        best: tuple[float, Candidate] | None = None
+        passages = {c.n for c in facts}
+        for ev in evidence:
+            if ev.n not in passages and not any(linked(by_n[n], ev, info.text) for n in passages):
+                continue
+            bar = gain_same if ev.n in passages else gain_min
+            for c in ev.candidates:
+                if c in facts:
+                    continue
+                gain = T.weighted_coverage(terms, frozenset(covered | T.text_stems(c.text))) - now
+                if gain >= bar and (best is None or gain > best[0]):
+                    best = (gain, c)
+        if best is None:
+            break
+        facts.append(best[1])
+        covered |= T.text_stems(best[1].text)
+    # Hop order: passages in the order they joined, the answer's passage last.
+    order = [n for n in dict.fromkeys(c.n for c in facts[1:]) if n != answer.n] + [answer.n]
+    order += [n for n in dict.fromkeys(c.n for c in facts) if n not in order]
+    return with_subjects(evidence, [c for n in order for c in facts if c.n == n])
+
+
+def _bridged(
+    info: QuestionInfo, evidence: Sequence[Evidence], facts: Sequence[Candidate]
+) -> list[Candidate]:
+    """The best sentence of each retrieved passage whose subject a quoted sentence names and
+    the question does not (a bridge: "He grew up in *Hibbing*, Minnesota" -> the passage on
+    Hibbing holds the county)."""
+    asked = T.text_stems(info.text)
+    quoted = {c.n for c in facts}
+    out = []
+    for ev in evidence:
+        subj = subject(ev)
+        if ev.n in quoted or not subj or not ev.candidates or _names(subj, asked):
+            continue
+        if any(_names(subj, T.text_stems(c.text)) for c in facts):
+            best = ev.best
+            if best is not None:
+                out.append(best)
+    return out
+
+
+def with_subjects(evidence: Sequence[Evidence], quoted: Sequence[Candidate]) -> list[Candidate]:
+    """``quoted`` (grouped by passage, in order) with each titled passage's subject sentence
+    before the first of its sentences that does not name the subject."""
+    by_n = {e.n: e for e in evidence}
+    out: list[Candidate] = []
+    for c in quoted:
+        ev = by_n.get(c.n)
+        name = naming_sentence(ev, c) if ev is not None else None
+        if name is not None and name not in out and name not in quoted:
+            out.append(name)
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def chain_coverage(info: QuestionInfo, evidence: Sequence[Evidence], answer: Candidate) -> float:
+    """The rarity-weighted share of the question's terms the answer's chain states, when the
+    chain spans two passages or more (0.0 for a single passage)."""
+    facts = supporting(info, evidence, answer)
+    if len({c.n for c in facts}) < 2:
+        return 0.0
+    stems: set[str] = set()
+    for c in facts:
+        stems |= T.text_stems(c.text)
+    return T.weighted_coverage(T.question_terms(info.text), frozenset(stems))
