@@ -17,11 +17,13 @@ to do with Godsell?), and cites one hop of two. So the extractive answer also qu
   company."), so each quoted fact says what it is about.
 
 Every added sentence is quoted verbatim from the passage it cites (supported by construction).
-The chain reads in hop order: the supporting passages first, the answer's passage last.
+The chain reads in hop order: the passages the question names first, then the others as they
+joined (the answer's, then the bridges its sentences name).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from . import terms as T
@@ -30,19 +32,23 @@ from .question import QuestionInfo
 
 # Chosen on the HotpotQA TUNE half (bench/answers_cover.py); the XQuAD CALIBRATION half checks
 # that single-passage answers do not grow (a fact must come from a linked passage there too).
-GAIN_MIN = 0.15  # a sentence of another (linked) passage
+GAIN_MIN = 0.1  # a sentence of another (linked) passage
 GAIN_SAME = 0.05  # a sentence of a passage already quoted
-BRIDGES = True
+BRIDGES = True  # the passages a quoted sentence names (below)
+NAMED = True  # the passages the question names
 MAX_FACTS = 3  # quoted sentences of a covered answer (the subject's sentences not counted)
 
 
 def subject(ev: Evidence) -> str:
-    """The passage's subject: its Markdown heading ("# AngloGold Ashanti"), else ''."""
+    """The passage's subject: its Markdown heading, without a qualifier in parentheses or
+    after a comma ("# Sholto Douglas, 1st Baron Douglas of Kirtleside" -> "Sholto Douglas";
+    "# The Strain (TV series)" -> "The Strain"), else ''."""
     text = ev.hit.get("text") or ""
     if not text.startswith("#"):
         return ""
     first = text.split("\n", 1)[0].lstrip("#").strip()
-    return first if len(first) > 1 else ""
+    main = re.sub(r"\s*\([^)]*\)", "", first).split(",")[0].strip()
+    return main if len(main) > 1 else ""
 
 
 def _names(name: str, stems: frozenset[str]) -> bool:
@@ -78,12 +84,10 @@ def supporting(
     evidence: Sequence[Evidence],
     answer: Candidate,
     chosen: Sequence[Candidate] = (),
-    gain_min: float = GAIN_MIN,
-    max_facts: int = MAX_FACTS,
-    gain_same: float = GAIN_SAME,
 ) -> list[Candidate]:
     """The answer's sentences (``chosen``, else ``answer``) with their supporting facts and
     subjects' sentences, in reading order."""
+    gain_min, gain_same, max_facts = GAIN_MIN, GAIN_SAME, MAX_FACTS  # read at call (the bench)
     by_n = {e.n: e for e in evidence}
     facts = list(chosen) or [answer]
     terms = T.question_terms(info.text)
@@ -92,6 +96,10 @@ def supporting(
         covered |= T.text_stems(c.text)
     if BRIDGES:
         for c in _bridged(info, evidence, facts)[: max(0, max_facts - len(facts))]:
+            facts.append(c)
+            covered |= T.text_stems(c.text)
+    if NAMED:
+        for c in _named(info, evidence, facts)[: max(0, max_facts - len(facts))]:
             facts.append(c)
             covered |= T.text_stems(c.text)
     while len(facts) < max_facts and terms:
@@ -112,9 +120,11 @@ def supporting(
             break
         facts.append(best[1])
         covered |= T.text_stems(best[1].text)
-    # Hop order: passages in the order they joined, the answer's passage last.
-    order = [n for n in dict.fromkeys(c.n for c in facts[1:]) if n != answer.n] + [answer.n]
-    order += [n for n in dict.fromkeys(c.n for c in facts) if n not in order]
+    # Hop order: the passages the question names first (the chain starts from what the
+    # question says), then the others as they joined: the answer's, then its bridges.
+    asked = T.text_stems(info.text)
+    joined = list(dict.fromkeys(c.n for c in facts))
+    order = sorted(joined, key=lambda n: (not _names(subject(by_n[n]), asked), joined.index(n)))
     return with_subjects(evidence, [c for n in order for c in facts if c.n == n])
 
 
@@ -136,6 +146,23 @@ def _bridged(
             if best is not None:
                 out.append(best)
     return out
+
+
+def _named(
+    info: QuestionInfo, evidence: Sequence[Evidence], facts: Sequence[Candidate]
+) -> list[Candidate]:
+    """The best sentence of each retrieved passage whose subject the question names (a fact
+    the question rests on: "... the *Bart the Fink* episode of *The Simpsons* ...")."""
+    asked = T.text_stems(info.text)
+    quoted = {c.n for c in facts}
+    return [
+        best
+        for ev in evidence
+        if ev.n not in quoted
+        and (subj := subject(ev))
+        and _names(subj, asked)
+        and (best := ev.best) is not None
+    ]
 
 
 def with_subjects(evidence: Sequence[Evidence], quoted: Sequence[Candidate]) -> list[Candidate]:

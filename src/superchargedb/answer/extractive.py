@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from . import terms as T
 from .compose import Draft, Sentence
-from .cover import GAIN_MIN, GAIN_SAME, MAX_FACTS, supporting
+from .cover import supporting
 from .localize import Candidate, Evidence, stems
 from .question import QuestionInfo
 from .support import Support
@@ -36,9 +36,6 @@ def extract(
     best: Candidate,
     evidence: Sequence[Evidence],
     info: QuestionInfo | None = None,
-    gain_min: float = GAIN_MIN,
-    max_facts: int = MAX_FACTS,
-    gain_same: float = GAIN_SAME,
 ) -> Draft:
     """The quoted answer; with ``info``, also its supporting facts (``cover.py``)."""
     ev = next(e for e in evidence if e.n == best.n)
@@ -60,7 +57,7 @@ def extract(
     ):
         chosen.append(runner)
     if info is not None:
-        chosen = supporting(info, evidence, best, chosen, gain_min, max_facts, gain_same)
+        chosen = supporting(info, evidence, best, chosen)
     draft = Draft()
     for c in chosen:
         # A verbatim quote of the passage it cites is entailed by it: supported by construction.
