@@ -67,8 +67,8 @@ def gate(
         return Gate(code="no_evidence", reason=decision.reason)
     # A comparison's evidence is its two sides: each matches half of the question, so the
     # best sentence scores low; the comparison itself refuses when a side has no fact.
-    sides = bool(info.options) and info.qtype in ("choice", "yesno")
-    below = not decision.answerable and not (sides and decision.score >= CHAIN_FLOOR)
+    two_sided = bool(info.options) and info.qtype in ("choice", "yesno")
+    below = not decision.answerable and not (two_sided and decision.score >= CHAIN_FLOOR)
     if below and not _chain_answers(info, evidence, decision):
         return Gate(code="no_evidence", reason=decision.reason)
     if info.parts:

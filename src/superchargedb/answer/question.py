@@ -225,7 +225,9 @@ def _phrase(words: list[str], low: list[str], i: int) -> tuple[str, ...]:
 def _options(question: str) -> tuple[str, ...]:
     """The two named sides of a comparison: "A or B", or (yes/no) "A and B ... both"."""
     m = _OR.search(question)
-    if m is None and re.search(r"\bboth\b|\bsame\b", question, re.I):
+    yes_no = question.split(maxsplit=1)[0].lower() in AUX if question.strip() else False
+    if m is None and (yes_no or re.search(r"\bboth\b|\bsame\b", question, re.I)):
+        # "Are A and B both ...?", "Was A and B known by ...?": a yes/no over two sides.
         m = _BOTH.search(question)
     if m is None:
         return ()
