@@ -82,4 +82,3 @@ def test_slot_swap_caught_and_paraphrase_kept() -> None:
     # a number word is the same value, not a swap
     cited = "The cluster keeps five replicas."
     assert slot_swaps("The cluster keeps 5 replicas.", [cited], cited) == []
-
