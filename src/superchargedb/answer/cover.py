@@ -131,9 +131,9 @@ def supporting(
 def _bridged(
     info: QuestionInfo, evidence: Sequence[Evidence], facts: Sequence[Candidate]
 ) -> list[Candidate]:
-    """The best sentence of each retrieved passage whose subject a quoted sentence names and
-    the question does not (a bridge: "He grew up in *Hibbing*, Minnesota" -> the passage on
-    Hibbing holds the county)."""
+    """The best sentence of each retrieved passage whose subject a quoted sentence names as a
+    name and the question does not (a bridge: "He grew up in *Hibbing*, Minnesota" -> the
+    passage on Hibbing holds the county)."""
     asked = T.text_stems(info.text)
     quoted = {c.n for c in facts}
     out = []
@@ -141,11 +141,26 @@ def _bridged(
         subj = subject(ev)
         if ev.n in quoted or not subj or not ev.candidates or _names(subj, asked):
             continue
-        if any(_names(subj, T.text_stems(c.text)) for c in facts):
+        if any(_as_name(subj, c.text) for c in facts):
             best = ev.best
-            if best is not None:
+            if best is not None and _adds(info, subj, best):
                 out.append(best)
     return out
+
+
+def _as_name(subj: str, text: str) -> bool:
+    """``text`` names ``subj`` as written ("Money" the magazine, not "money")."""
+    bare = subj[4:] if subj.startswith("The ") else subj
+    return bare in text
+
+
+def _adds(info: QuestionInfo, subj: str, c: Candidate) -> bool:
+    """``c`` states a question term besides its subject's own words: a fact about what was
+    asked, not only the subject's description ("Hong Kong is the world's fourth most densely
+    populated territory" for a question set in Hong Kong)."""
+    own = T.text_stems(subj)
+    cs = T.text_stems(c.text)
+    return any(T.stem(t) in cs and T.stem(t) not in own for t in T.question_terms(info.text))
 
 
 def _named(
@@ -162,6 +177,7 @@ def _named(
         and (subj := subject(ev))
         and _names(subj, asked)
         and (best := ev.best) is not None
+        and _adds(info, subj, best)
     ]
 
 
