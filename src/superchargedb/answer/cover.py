@@ -6,11 +6,13 @@ global company that was formed in 2004?"): the sentence holding the answer ("It 
 them. Quoting it alone gives an answer the reader cannot check (which company? and what has it
 to do with Godsell?), and cites one hop of two. So the extractive answer also quotes:
 
-* **the supporting facts**: sentences of the retrieved passages that state question terms the
-  answer's sentences do not (greedily, each adding at least ``GAIN_MIN`` of the question's
-  rarity-weighted terms), from a passage that is the answer's own or is linked to one already
-  quoted (one names the other's subject, or a name the quoted sentences introduce), at most
-  ``MAX_FACTS`` sentences in all;
+* **the passages named**: the best sentence of each retrieved passage whose subject the
+  question names, and of each whose subject a quoted sentence names (a bridge), when that
+  sentence states a question term besides the subject's own words;
+* **the supporting facts**: sentences that state question terms the quoted ones do not
+  (greedily, each adding at least ``GAIN_MIN`` of the question's rarity weight from a linked
+  passage, ``GAIN_SAME`` from one already quoted); passages link only through their subjects
+  (the question or the other passage names it); at most ``MAX_FACTS`` sentences in all;
 * **the subject's sentence**: a quoted sentence of a titled passage (a Unit whose text opens
   with a ``# heading``) that does not name the passage's subject ("It was formed in 2004 ...")
   brings the passage's sentence that does ("AngloGold Ashanti Limited is a global gold mining
@@ -183,16 +185,16 @@ def _named(
 
 def with_subjects(evidence: Sequence[Evidence], quoted: Sequence[Candidate]) -> list[Candidate]:
     """``quoted`` (grouped by passage, in order) with each titled passage's subject sentence
-    before the first of its sentences that does not name the subject."""
+    first in its group when a sentence of the group does not name the subject."""
     by_n = {e.n: e for e in evidence}
     out: list[Candidate] = []
-    for c in quoted:
-        ev = by_n.get(c.n)
-        name = naming_sentence(ev, c) if ev is not None else None
-        if name is not None and name not in out and name not in quoted:
-            out.append(name)
-        if c not in out:
-            out.append(c)
+    for n in dict.fromkeys(c.n for c in quoted):
+        group = [c for c in quoted if c.n == n]
+        ev = by_n.get(n)
+        names = [x for c in group if ev is not None and (x := naming_sentence(ev, c))]
+        if names:
+            group = [names[0], *(c for c in group if c != names[0])]
+        out += [c for c in group if c not in out]
     return out
 
 
