@@ -79,7 +79,10 @@ class Replayer:
         from superchargedb.answer.extractive import extract
 
         self.A = answerability
+        from superchargedb.answer.question import analyze
+
         self._build, self._refusal, self._extract = build_answer, refusal, extract
+        self._analyze = analyze
         self._memo: dict[tuple[int, int, int], Outcome] = {}
 
     def rule(
@@ -99,7 +102,8 @@ class Replayer:
         d = self.A.decide(rec.evidence, rule)
         if not d.answerable or d.best is None:
             return {**self._refusal(d.reason), "signals": d.signals()}
-        draft = self._extract(d.best, rec.evidence)
+        # With the question: the server's extractive answer quotes its supporting facts too.
+        draft = self._extract(d.best, rec.evidence, self._analyze(rec.q.text))
         ans = self._build(draft, rec.evidence, extractive=True, provider="extractive")
         ans["signals"] = d.signals()
         return ans

@@ -41,6 +41,17 @@ _DATEISH = re.compile(
 _YEAR = re.compile(r"\b(1\d{3}|20\d{2})\b")
 _NUMBER = re.compile(r"\b\d[\d,]*(?:\.\d+)?\b")
 _CAP = re.compile(r"\b[A-Z][\w'’-]+")
+_WORD_VALUES = {
+    w: float(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve".split()  # noqa: SIM905
+    )
+} | {"sole": 1.0, "single": 1.0, "dozen": 12.0}
+
+
+# A comparative's side is best told by a sentence holding its value ("Established in 1949")
+# over the sentence that names it best ("The University of New South Wales is a public ...").
+VALUE_BONUS = 1.0
 
 
 @dataclass
@@ -56,9 +67,14 @@ def _side_stems(side: str) -> frozenset[str]:
 
 
 def find_side(side: str, evidence: Sequence[Evidence], info: QuestionInfo) -> Candidate | None:
-    """The best sentence about ``side``: named in the sentence or in its passage."""
+    """The best sentence about ``side``: named in the sentence or in its passage; for a
+    comparative ("founded first", "more species"), one that holds a value to compare."""
     want = list(_side_stems(side))
     others = [t for t in info.constraints if T.stem(t) not in set(want)]
+    comparative = info.qtype == "choice" and bool(
+        _SMALL.search(info.text) or _LARGE.search(info.text)
+    )
+    dateish = bool(_DATEISH.search(info.text))
     best: tuple[float, Candidate] | None = None
     for ev in evidence:
         in_passage = T.weighted_coverage(want, T.text_stems(ev.hit["text"])) >= 0.99
@@ -67,6 +83,8 @@ def find_side(side: str, evidence: Sequence[Evidence], info: QuestionInfo) -> Ca
             if named < 0.99 and not in_passage:
                 continue
             s = named + T.weighted_coverage(others, T.text_stems(c.text)) + 0.1 * c.cos
+            if comparative and _value(c.text, dateish, side) is not None:
+                s += VALUE_BONUS
             if best is None or s > best[0]:
                 best = (s, c)
     return best[1] if best else None
@@ -105,17 +123,20 @@ def compare(
         if c is None:
             return Sides(None, facts, extra, notes)
         facts.append(c)
-    lead = _decide(info, facts)
+    by_n = {e.n: e.hit.get("text") or "" for e in pool}
+    lead = _decide(info, facts, [by_n.get(f.n, f.text) for f in facts])
     if lead is None:
         notes.append("no decision between the sides")
     return Sides(lead, facts, extra, notes)
 
 
-def _decide(info: QuestionInfo, facts: list[Candidate]) -> str | None:
+def _decide(
+    info: QuestionInfo, facts: list[Candidate], passages: list[str] | None = None
+) -> str | None:
     q = info.text
     a, b = info.options[:2]
     if info.qtype == "yesno":
-        return _yes_no(info, facts)
+        return _yes_no(info, facts, passages)
     small, large = _SMALL.search(q), _LARGE.search(q)
     if small or large:
         dateish = bool(_DATEISH.search(q))
@@ -126,6 +147,10 @@ def _decide(info: QuestionInfo, facts: list[Candidate]) -> str | None:
             return f"{a if first_wins else b}."
     others = [t for t in info.constraints if T.stem(t) not in _side_stems(a) | _side_stems(b)]
     cov = [T.weighted_coverage(others, T.text_stems(f.text)) for f in facts]
+    if abs(cov[0] - cov[1]) < 0.05 and passages is not None:
+        # The sentences tie: what the side's whole passage says of the question decides
+        # ("Which director is an advisor for Disney, A or B?": B's passage names the role).
+        cov = [T.weighted_coverage(others, T.text_stems(p)) for p in passages]
     if abs(cov[0] - cov[1]) < 0.05:
         return None
     return f"{a if cov[0] > cov[1] else b}."
@@ -137,10 +162,18 @@ def _value(text: str, dateish: bool, side: str) -> float | None:
         ys = [int(y) for y in _YEAR.findall(text) if y not in own]
         return float(ys[0]) if ys else None
     ns = [n for n in _NUMBER.findall(text) if n.replace(",", "") not in own]
-    return float(ns[0].replace(",", "")) if ns else None
+    if ns:
+        return float(ns[0].replace(",", ""))
+    # "the sole species of the genus", "two albums": a number written as a word.
+    for w in re.findall(r"[a-z]+", text.lower()):
+        if w in _WORD_VALUES:
+            return _WORD_VALUES[w]
+    return None
 
 
-def _yes_no(info: QuestionInfo, facts: list[Candidate]) -> str | None:
+def _yes_no(
+    info: QuestionInfo, facts: list[Candidate], passages: list[str] | None = None
+) -> str | None:
     a, b = info.options[:2]
     sides = _side_stems(a) | _side_stems(b)
     if re.search(r"\bsame\b", info.text, re.I):
@@ -154,5 +187,6 @@ def _yes_no(info: QuestionInfo, facts: list[Candidate]) -> str | None:
     prop = [t for t in info.constraints if T.stem(t) not in sides and t != "both"]
     if not prop:
         return None
-    ok = [T.weighted_coverage(prop, T.text_stems(f.text)) >= 0.5 for f in facts]
+    texts = passages or [f.text for f in facts]  # P may be stated anywhere on the side
+    ok = [T.weighted_coverage(prop, T.text_stems(t)) >= 0.5 for t in texts]
     return "Yes." if all(ok) else "No."

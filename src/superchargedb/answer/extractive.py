@@ -15,7 +15,9 @@ from collections.abc import Sequence
 
 from . import terms as T
 from .compose import Draft, Sentence
+from .cover import supporting
 from .localize import Candidate, Evidence, stems
+from .question import QuestionInfo
 from .support import Support
 
 SECOND_SENTENCE_RATIO = 0.9  # a second sentence must score at least this share of the first
@@ -30,7 +32,12 @@ def _jaccard(a: str, b: str) -> float:
     return len(sa & sb) / max(1, len(sa | sb))
 
 
-def extract(best: Candidate, evidence: Sequence[Evidence]) -> Draft:
+def extract(
+    best: Candidate,
+    evidence: Sequence[Evidence],
+    info: QuestionInfo | None = None,
+) -> Draft:
+    """The quoted answer; with ``info``, also its supporting facts (``cover.py``)."""
     ev = next(e for e in evidence if e.n == best.n)
     chosen = [best]
     for c in sorted(ev.candidates, key=lambda c: -c.score):
@@ -49,6 +56,8 @@ def extract(best: Candidate, evidence: Sequence[Evidence]) -> Draft:
         and all(_jaccard(runner.text, c.text) < REDUNDANCY_JACCARD for c in chosen)
     ):
         chosen.append(runner)
+    if info is not None:
+        chosen = supporting(info, evidence, best, chosen)
     draft = Draft()
     for c in chosen:
         # A verbatim quote of the passage it cites is entailed by it: supported by construction.

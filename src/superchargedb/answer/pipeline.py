@@ -250,7 +250,7 @@ class Answerer:
                 # The system judged it answerable: fall back to extractive only when its best
                 # sentence is supported (D-35), else refuse.
                 notes.append(f"{prov.name} refused")
-                draft = extract(best, evidence)
+                draft = extract(best, evidence, info)
                 if not draft.sentences:
                     return None, prov.name, False, "; ".join(notes), tokens, failed
                 return draft, "extractive fallback", True, "; ".join(notes), tokens, failed
@@ -264,7 +264,7 @@ class Answerer:
                 return draft, f"{prov.name}", False, "; ".join(notes), tokens, failed
             notes.append(f"{prov.name} rejected: no cited, supported sentence")
             rejected += draft.dropped
-        draft = extract(best, evidence)
+        draft = extract(best, evidence, info)
         draft.dropped = rejected + draft.dropped
         provider = "extractive fallback" if self.providers else "extractive"
         # A model whose output was rejected still ran: its tokens stay in the trace.

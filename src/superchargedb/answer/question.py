@@ -164,7 +164,8 @@ def _analyze_one(question: str) -> QuestionInfo:
         subject = not det and at < len(words) and words[at][:1].isupper()
         focus = () if subject or at == wh_at + 1 else _phrase(words, low, at)
         described = bool(focus) and be and det
-    if opts and wh in ("which", "who", "what"):
+    if opts and wh in ("which", "who", "what") and _OR.search(question):
+        # "A and B are both ... of which type?" asks what they share, not which of the two.
         return _info(question, "choice", focus, content, opts)
     kind = _NAMED.get(focus[-1]) if focus else None
     if kind is None and focus and focus[-1].endswith("s"):
@@ -224,11 +225,20 @@ def _phrase(words: list[str], low: list[str], i: int) -> tuple[str, ...]:
 def _options(question: str) -> tuple[str, ...]:
     """The two named sides of a comparison: "A or B", or (yes/no) "A and B ... both"."""
     m = _OR.search(question)
-    if m is None and re.search(r"\bboth\b|\bsame\b", question, re.I):
+    yes_no = question.split(maxsplit=1)[0].lower() in AUX if question.strip() else False
+    if m is None and (yes_no or re.search(r"\bboth\b|\bsame\b", question, re.I)):
+        # "Are A and B both ...?", "Was A and B known by ...?": a yes/no over two sides.
         m = _BOTH.search(question)
     if m is None:
         return ()
-    return tuple(_trim(g) for g in m.groups())
+    a, b = (_trim(g) for g in m.groups())
+    # "University of California, Berkeley or Syracuse University": a comma inside a name.
+    head = re.search(rf"({_CAP_RUN}),\s*$", question[: m.start(1)])
+    if head and head.start() > 0 and question[head.start() - 1] in " :":
+        lead = _trim(head.group(1))
+        if lead and len(lead.split()) > 1:
+            a = f"{lead}, {a}"
+    return (a, b)
 
 
 def _trim(side: str) -> str:
@@ -236,6 +246,8 @@ def _trim(side: str) -> str:
     ws = side.split()
     while ws and (ws[-1].islower() or ws[-1].lower() in AUX):
         ws.pop()
-    while ws and (ws[0].lower() in WH or ws[0].lower() in AUX or ws[0].lower() in _DET):
+    while ws and (
+        ws[0].lower() in WH or ws[0].lower() in AUX or ws[0].lower() in _DET or ws[0] == "Both"
+    ):
         ws.pop(0)
     return " ".join(ws)

@@ -25,11 +25,17 @@ __all__ = ["SentenceStream", "split_sentences", "sentence_texts"]
 _ABBREV = frozenset(
     """e.g i.e cf vs dr mr mrs prof st jr sr inc corp ltd co fig figs al approx dept est mt gen
     col sgt lt capt vol eq eqs ref refs jan feb mar apr jun jul aug sep sept oct nov dec ca resp
-    ph.d m.sc b.sc u.s u.k e.u u.n a.m p.m""".split()  # noqa: SIM905 (a word list reads better)
+    ph.d m.sc b.sc u.s u.k e.u u.n a.m p.m v c""".split()  # noqa: SIM905 (a word list reads better)
 )
 # Abbreviations that end a sentence only when a digit does not follow ("No. 5", "Ms. Chen").
 _BEFORE_DIGIT = frozenset({"no", "nos", "p", "pp", "sec", "ch", "art"})
-_TITLE = frozenset({"ms"})  # "Ms. Chen" vs "took 14 ms. Then"
+_TITLE = frozenset({"ms"})
+# Words that open a sentence after "vitamin D." (so the period ends one), unlike a surname.
+_OPENERS = frozenset(
+    """the a an this that these those it its he she his her they their we our i you in on at
+    but and or so then next however there here when while after before if as for to from by
+    with one some many most all each no not also""".split()  # noqa: SIM905 (a word list reads better)
+)  # "Ms. Chen" vs "took 14 ms. Then"
 
 _END = re.compile(r"(?:[.!?]+|…)[\"'”’)\]]*(?=\s|$)")
 _MARKERS = re.compile(r"[ \t]*(?:\[\d+(?:\s*[,;]\s*\d+)*\][ \t]*)+")
@@ -59,9 +65,13 @@ def _is_abbreviation(text: str, dot: int, nxt: str) -> bool:
         return not prev[-1:].isdigit()
     if len(word) == 1 and word.isupper():
         # An initial ("J. Smith", "Franklin D. Roosevelt"), unless a lowercase word precedes it
-        # ("vitamin D. Next").
+        # ("vitamin D. Next") and no name follows ("violinist L. Subramaniam" keeps it).
         before = text[: dot - 1].rstrip().split()
-        return not before or before[-1][:1].isupper() or len(before[-1].rstrip(".")) == 1
+        if not before or before[-1][:1].isupper() or len(before[-1].rstrip(".")) == 1:
+            return True
+        after = nxt.split(maxsplit=1)[:1]
+        name = after[0].strip("\"'“‘(") if after else ""
+        return name[:1].isupper() and name.isalpha() and name.lower() not in _OPENERS
     return False
 
 

@@ -50,8 +50,10 @@ def question_terms(question: str) -> list[str]:
     return [t for t in query_terms(question) if len(t) > 1 and t not in QUESTION_WORDS]
 
 
+@functools.lru_cache(maxsize=8192)
 def text_stems(text: str) -> frozenset[str]:
-    """Stems of every word of ``text`` (not capped like a search query's terms)."""
+    """Stems of every word of ``text`` (not capped like a search query's terms). Cached: the
+    checks and the supporting facts ask for the same passages' stems many times per answer."""
     return frozenset(stem(t) for t in _WORD.findall(text.lower()) if len(t) > 1)
 
 
