@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from ..types import Locator
+from .page_words import Box, PageWord, page_text, union
 from .derive_base import (
     DerivationError,
     Derived,
@@ -114,15 +115,6 @@ def split_lines(lines: list[Any], max_chars: int, text_of: Any) -> list[list[Any
     return [r for r in runs if r]
 
 
-def union_box(boxes: list[tuple[float, float, float, float]]) -> tuple[float, float, float, float]:
-    return (
-        min(b[0] for b in boxes),
-        min(b[1] for b in boxes),
-        max(b[2] for b in boxes),
-        max(b[3] for b in boxes),
-    )
-
-
 def ocr_regions(
     words: list[OcrWord], *, page: int, scale: float, modality: str, fragment: str
 ) -> list[Derived]:
@@ -135,29 +127,34 @@ def ocr_regions(
     for para in ocr_lines(words):
         for run in split_lines(para, MAX_REGION_CHARS, line_text):
             ws = [w for line in run for w in line]
-            x0, y0, x1, y1 = union_box([w.box for w in ws])
-            box = (
-                round(x0 / scale, 2),
-                round(y0 / scale, 2),
-                round(x1 / scale, 2),
-                round(y1 / scale, 2),
-            )
+            lines = [
+                [PageWord(w.text, scaled(w.box, scale), w.conf / 100) for w in line] for line in run
+            ]
+            text, table = page_text(lines, page)
+            boxed = [w for line in lines for w in line]
             meta = {
                 "source": "ocr",
                 "confidence": round(sum(w.conf for w in ws) / len(ws) / 100, 3),
-                "words": [[w.text, *(round(v / scale, 2) for v in w.box)] for w in ws],
+                "words": [[w.text, *w.box] for w in boxed],
+                "unit_words": table,
             }
             units.append(
                 Derived(
-                    text="\n".join(line_text(line) for line in run),
+                    text=text,
                     modality=modality,
                     plane="doc_visual",
-                    locator=Locator(kind="bbox", box=box, page=page),
+                    locator=Locator(kind="bbox", box=union([w.box for w in boxed]), page=page),
                     fragment=fragment,
                     meta=meta,
                 )
             )
     return units
+
+
+def scaled(box: tuple[float, float, float, float], scale: float) -> Box:
+    """A box in OCR-image pixels -> the Unit's coordinates (``scale`` pixels per unit)."""
+    x0, y0, x1, y1 = box
+    return (round(x0 / scale, 2), round(y0 / scale, 2), round(x1 / scale, 2), round(y1 / scale, 2))
 
 
 def image_info(

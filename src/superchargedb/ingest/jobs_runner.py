@@ -24,6 +24,7 @@ from ..storage.sqlite.jobs import Job, JobQueue, LeaseLost
 from . import deferred
 from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, derive
 from .engine_settings import options_from
+from .page_words import chunk_tables, union
 from .prepare import Prepared
 
 if TYPE_CHECKING:
@@ -32,6 +33,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROGRESS_DERIVED = 0.5  # the progress a running job reports (derivation is most of the work)
+
+
+def chunk_words(p: Prepared, table: list[dict[str, Any]] | None) -> list[list[dict[str, Any]]]:
+    """Each chunk's word table (D-211); a page chunk's box narrows to its own words' union, so
+    a chunk of a long region no longer carries the whole region's box."""
+    if not table:
+        return [[] for _ in p.chunks]
+    spans = p.spans or [(0, len(p.text))]
+    tables = chunk_tables(table, spans)
+    if len(tables) > 1:
+        for i, ((text, loc), t) in enumerate(zip(p.chunks, tables, strict=True)):
+            boxes = [w["box"] for w in t if w.get("box")]
+            if loc is not None and loc.kind == "bbox" and boxes:
+                p.chunks[i] = (text, replace(loc, box=union(boxes)))
+    return tables
 
 
 def derived_hash(d: Derived, source_uri: str, mime: str, object_sha: str) -> str:
@@ -151,14 +167,17 @@ class JobRunner:
                 )
             )
         ing._chunk_and_embed(prepared)
-        self._store(job, prepared, "replace", [d.meta.get("unit_words") for d in derived])
+        tables = [
+            chunk_words(p, d.meta.get("unit_words")) for p, d in zip(prepared, derived, strict=True)
+        ]
+        self._store(job, prepared, "replace", tables)
 
     def _store(
         self,
         job: Job,
         prepared: list[Prepared],
         mode: str,
-        words: list[list[dict[str, Any]] | None] | None = None,
+        words: list[list[list[dict[str, Any]]]] | None = None,
     ) -> None:
         """Write a job's embedded Units and complete it, in one transaction under the lease."""
         ing = self.ingestor
@@ -185,13 +204,11 @@ class JobRunner:
                     check_quota=False,
                     action="ingest.derived",
                 )
-                for o, table in zip(outcomes, words or [], strict=False):
-                    # A Unit split into chunks keeps no word table (its offsets are the parent's).
-                    if table and len(o.unit_ids) == 1:
-                        rid = conn.execute(
-                            "SELECT id FROM units WHERE unit_id = ?", (o.unit_ids[0],)
-                        ).fetchone()[0]
-                        unit_words.put(conn, int(rid), table)
+                for o, tables in zip(outcomes, words or [], strict=False):
+                    # One table per stored chunk, its offsets the chunk's own (chunk_words).
+                    for uid, table in zip(o.unit_ids, tables, strict=False):
+                        if table:
+                            unit_words.put_for(conn, uid, table)
                 faults.point("jobs.before_complete")
                 ids = [u for o in outcomes for u in o.unit_ids]
                 self.queue.complete(conn, job, {"unit_ids": ids, "units": len(ids)})
