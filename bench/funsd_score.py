@@ -2,11 +2,21 @@
 
 Gold: ``gt/<id>.words.tsv`` (text and pixel box of every annotated word). Hypothesis: the words
 of a form's Units (their word tables, ``GET /v1/units/{id}?words=true``), with boxes in the
-image's pixels. Both sides go through ``key``: ``ocr_score.norm`` (NFKC, typographic quotes and
-dashes folded, leaders dropped), casefolded, punctuation stripped from both ends of the word; a
-word with no letter or digit left is not scored (FUNSD annotates ``:``, ``-`` and checkbox marks
-as words, and a form's rules and specks are no evidence either way). ``strict`` keeps case and
-edge punctuation (same rule for what is scored), reported beside the headline.
+image's pixels. Both sides are normalised by ``ocr_score.norm`` (NFKC, typographic quotes and
+dashes folded, leaders dropped) and casefolded, then cut into the compared items, in one of
+three modes:
+
+- ``tokens`` (the headline): every maximal run of letters and digits is an item, as in the ISRI
+  OCR evaluation's word accuracy. FUNSD's annotators cut ``PRE-SELL``, ``104/22`` or
+  ``614-466-5087`` at the punctuation on some forms and not on others, and Tesseract keeps them
+  whole; cutting both sides at every non-alphanumeric character makes the score about reading,
+  not about where a word ends. An item's box is its share of its word's box, cut across in
+  proportion to the characters before and after it (the same on both sides).
+- ``words``: whitespace words with punctuation stripped from both ends.
+- ``strict``: whitespace words as they are (case and punctuation kept).
+
+Items with no letter or digit are never scored (FUNSD annotates ``:``, ``-`` and checkbox marks
+as words; a form's rules and specks are no evidence either way).
 
 - **Bag of words** (per form, summed over forms): matched = the multiset intersection of gold
   and hypothesis keys; precision = matched / hypothesis words, recall = matched / gold words.
@@ -35,16 +45,36 @@ EDGE = re.compile(r"^[^\w]+|[^\w]+$")
 Box = tuple[float, float, float, float]
 
 
+MODES = ("tokens", "words", "strict")
+TOKEN = re.compile(r"[^\W_]+")
+
+
 def key(text: str, strict: bool = False) -> str:
-    """The form a word is compared in ('' when it is not scored)."""
+    """A whitespace word as compared in ``words`` (or ``strict``) mode ('' when not scored)."""
     t = norm(text)
     if not ALNUM.search(t):
         return ""
     return t if strict else EDGE.sub("", t.casefold())
 
 
-def unit_keys(text: str) -> set[str]:
-    return {k for k in (key(t) for t in text.split()) if k}
+def items(text: str, box: Box, mode: str = "tokens") -> list[tuple[str, Box]]:
+    """The compared items of one word and their boxes (module docstring)."""
+    if mode != "tokens":
+        k = key(text, strict=mode == "strict")
+        return [(k, box)] if k else []
+    t = norm(text).casefold()
+    n = max(1, len(t))
+    x0, y0, x1, y1 = box
+    out = []
+    for m in TOKEN.finditer(t):
+        a = x0 + (x1 - x0) * m.start() / n
+        b = x0 + (x1 - x0) * m.end() / n
+        out.append((m.group(), (a, y0, b, y1)))
+    return out
+
+
+def unit_keys(text: str, mode: str = "tokens") -> set[str]:
+    return {k for t in text.split() for k, _ in items(t, (0, 0, 1, 1), mode)}
 
 
 def read_gold(tsv: Path) -> list[tuple[str, Box]]:
@@ -100,13 +130,11 @@ def score_form(
     gold: Sequence[tuple[str, Box]],
     hyp: Sequence[tuple[str, Box]],
     units: Sequence[tuple[str, Box]] = (),
-    strict: bool = False,
+    mode: str = "tokens",
 ) -> Tally:
     """One form: gold words, hypothesis words and the Units (text, box)."""
-    g = [(key(t, strict), b) for t, b in gold]
-    g = [(k, b) for k, b in g if k]
-    h = [(key(t, strict), b) for t, b in hyp]
-    h = [(k, b) for k, b in h if k]
+    g = [it for t, b in gold for it in items(t, b, mode)]
+    h = [it for t, b in hyp for it in items(t, b, mode)]
     t = Tally(gold=len(g), hyp=len(h))
     gc, hc = Counter(k for k, _ in g), Counter(k for k, _ in h)
     t.bag = sum((gc & hc).values())
@@ -122,7 +150,7 @@ def score_form(
                 used_g.add(i)
                 used_h.add(j)
         t.pos = len(used_g)
-    bags = [(unit_keys(text), b) for text, b in units]
+    bags = [(unit_keys(text, mode), b) for text, b in units]
     for k, (x0, y0, x1, y1) in g:
         cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
         if any(k in ks and b[0] <= cx <= b[2] and b[1] <= cy <= b[3] for ks, b in bags):

@@ -8,8 +8,14 @@ whose citation boxes the words it rests on.
 
 from __future__ import annotations
 
+import re
+import shutil
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from conftest import ALICE, CAROL
 from superchargedb.answer.localize import pin_locator
 from superchargedb.ingest.page_words import PageWord, chunk_tables, page_text
 from superchargedb.locate_words import line_boxes, narrow, narrow_boxes
@@ -94,3 +100,176 @@ def test_a_chunk_keeps_its_own_words() -> None:
     part = text[cut:]
     assert [part[w["start"] : w["end"]] for w in second][:2] == ["Costs", "stayed"]
     assert {w["box"][1] for w in second} == {40.0, 41.0, 100.0}
+
+
+# --------------------------------------------------------------------------- real engines
+
+needs_engines = pytest.mark.skipif(
+    not shutil.which("tesseract"), reason="needs tesseract (scripts/setup.sh installs it)"
+)
+LETTER = (612.0, 792.0)
+DPI = 150
+UPPER = (
+    "The archive team moved every ledger to the east wing in March. Visitors sign in at the "
+    "front desk and leave their bags in the cloakroom."
+)
+LOWER = (
+    "The greenhouse pumps were serviced in October. The replacement filters for the greenhouse "
+    "pumps are stored in cabinet seven of the boiler room."
+)
+CELLS = [("Region", "North"), ("Budget", "4200")]  # a ruled 2 x 2 table in the middle
+
+
+def make_form(path: Path) -> Path:
+    from reportlab.lib.styles import getSampleStyleSheet
+    from reportlab.pdfgen import canvas
+    from reportlab.platypus import Frame, Paragraph
+
+    c = canvas.Canvas(str(path), pagesize=LETTER)
+    style = getSampleStyleSheet()["BodyText"]
+    Frame(72, 600, 460, 120, showBoundary=0).addFromList([Paragraph(UPPER, style)], c)
+    # the table: rules around and between the cells
+    x0, x1, x2, top = 72, 252, 432, 520
+    for i, (a, b) in enumerate(CELLS):
+        y = top - 30 * (i + 1)
+        c.drawString(x0 + 8, y + 10, a)
+        c.drawString(x1 + 8, y + 10, b)
+    for y in (top, top - 30, top - 60):
+        c.line(x0, y, x2, y)
+    for x in (x0, x1, x2):
+        c.line(x, top, x, top - 60)
+    Frame(72, 160, 460, 120, showBoundary=0).addFromList([Paragraph(LOWER, style)], c)
+    c.showPage()
+    c.save()
+    return path
+
+
+@pytest.fixture(scope="module")
+def form(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    pytest.importorskip("reportlab")
+    pytest.importorskip("pypdfium2")
+    from test_derive_media import render_png
+
+    d = tmp_path_factory.mktemp("form")
+    pdf = make_form(d / "form.pdf")
+    return {"pdf": pdf, "png": render_png(pdf, d / "form.png", DPI)}
+
+
+def truth(pdf: Path, word: str, scale: float = 1.0) -> list[list[float]]:
+    from test_derive_media import pdfium_word_boxes
+
+    return [[v * scale for v in b] for b in pdfium_word_boxes(pdf, word)]
+
+
+def area(b: Any) -> float:
+    return max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1])
+
+
+def inside(outer: Any, inner: Any, tol: float = 1.5) -> bool:
+    return all(
+        (outer[0] <= inner[0] + tol, outer[1] <= inner[1] + tol, outer[2] >= inner[2] - tol,
+         outer[3] >= inner[3] - tol)
+    )  # fmt: skip
+
+
+def words_of(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+@needs_engines
+def test_scan_regions_are_layout_blocks_with_word_boxes(form: dict[str, Any]) -> None:
+    from superchargedb.ingest.derive import derive
+    from test_derive_media import iou
+
+    units = derive(form["png"], "image/png", "scan")
+    scale = DPI / 72
+    for u in units:
+        table = u.meta["unit_words"]
+        assert table and " ".join(u.text[w["start"] : w["end"]] for w in table) == " ".join(
+            u.text.split()
+        )
+        assert all(inside(u.locator.box, w["box"], 0.01) and w["page"] == 1 for w in table)
+    # each table cell is a region of its own: no Unit reads across the vertical rule
+    for a, b in CELLS:
+        (ua,) = [u for u in units if a.lower() in words_of(u.text)]
+        assert b.lower() not in words_of(ua.text), ua.text
+    # the word boxes are where the words are drawn
+    for word in ("greenhouse", "cabinet", "Budget", "North", "ledger"):
+        want = truth(form["pdf"], word, scale)
+        got = [
+            w["box"]
+            for u in units
+            for w in u.meta["unit_words"]
+            if re.sub(r"\W", "", u.text[w["start"] : w["end"]]) == word
+        ]
+        assert got and all(max(iou(g, t) for g in got) >= 0.5 for t in want), (word, got, want)
+
+
+@needs_engines
+def test_pdf_text_layer_words_keep_their_boxes(form: dict[str, Any]) -> None:
+    from superchargedb.ingest.derive import derive
+
+    units = derive(form["pdf"], "application/pdf", None)
+    for u in units:
+        table = u.meta["unit_words"]
+        assert [u.text[w["start"] : w["end"]] for w in table] == u.text.split()
+        assert "conf" not in table[0] and table[0]["page"] == 1
+    (want,) = truth(form["pdf"], "cabinet")
+    unit = next(u for u in units if "cabinet" in u.text)
+    (got,) = [
+        w["box"] for w in unit.meta["unit_words"] if unit.text[w["start"] : w["end"]] == "cabinet"
+    ]
+    assert inside(got, want) and inside(want, got, 2.5), (got, want)
+
+
+@needs_engines
+@pytest.mark.slow  # OCR + embedding + an answer through the API: ~10-20 s
+def test_an_answer_on_a_form_boxes_the_words_it_rests_on(client, form) -> None:
+    from test_media_ingest import wait_job
+
+    key = "acme/alpha/backend/forms/facilities.png"
+    r = client.put(
+        f"/v1/objects/{key}",
+        headers={**ALICE, "Content-Type": "image/png"},
+        content=form["png"].read_bytes(),
+    )
+    assert r.status_code == 201, r.text
+    body = {"units": [{"source_uri": key, "mime": "image/png", "modality": "scan"}]}
+    r = client.post("/v1/ingest", headers=ALICE, json=body)
+    job = wait_job(client, ALICE, r.json()["results"][0]["job_id"], timeout=300)
+    assert job["state"] == "done", job
+    for uid in job["unit_ids"]:
+        plain = client.get(f"/v1/units/{uid}", headers=ALICE).json()
+        u = client.get(f"/v1/units/{uid}?words=true", headers=ALICE).json()
+        assert {k: v for k, v in u.items() if k != "words"} == plain and "boxes" not in u["locator"]
+        assert " ".join(w["text"] for w in u["words"]) == " ".join(u["text"].split())
+        assert all(inside(u["locator"]["box"], w["box"], 0.01) for w in u["words"])
+        r = client.get(f"/v1/units/{uid}?words=true", headers=CAROL)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    out = client.post(
+        "/v1/answer",
+        headers=ALICE,
+        json={"q": "Where are the replacement filters for the greenhouse pumps stored?",
+              "answer": True, "top_k": 5},
+    ).json()  # fmt: skip
+    cites = [c for c in out["answer"]["citations"] if c["source_uri"].startswith(key)]
+    assert cites, out["answer"]
+    loc = cites[0]["locator"]
+    assert loc["kind"] == "bbox" and loc["boxes"], loc
+    scale = DPI / 72
+    cited = "The replacement filters for the greenhouse pumps are stored in cabinet seven"
+    want = [
+        b
+        for w in ("replacement", "filters", "cabinet", "seven")
+        for b in truth(form["pdf"], w, scale)
+    ]
+    assert all(any(inside(b, t, 2.0) for b in loc["boxes"]) for t in want), (loc, want)
+    # the sentence's own words, not the paragraph: its lines' boxes cover at most 1.5x the
+    # union of its words' boxes (the other sentence of the paragraph is left out)
+    words = [b for w in set(cited.split()) for b in truth(form["pdf"], w, scale)
+             if b[1] > 792 * scale / 2]  # fmt: skip
+    union = [min(b[0] for b in words), min(b[1] for b in words), max(b[2] for b in words),
+             max(b[3] for b in words)]  # fmt: skip
+    assert sum(area(b) for b in loc["boxes"]) <= 1.5 * area(union), (loc, union)
+    first = truth(form["pdf"], "October", scale)[0]
+    assert not any(inside(b, first, 0) for b in loc["boxes"]), "the first sentence is boxed too"

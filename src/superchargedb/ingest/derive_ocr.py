@@ -15,7 +15,7 @@ import base64
 import logging
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from ..types import Locator
-from .page_words import Box, PageWord, page_text, union
+from . import layout
 from .derive_base import (
     DerivationError,
     Derived,
@@ -32,6 +32,7 @@ from .derive_base import (
     run_engine,
     run_worker,
 )
+from .page_words import Box, PageWord, page_text, union
 
 log = logging.getLogger(__name__)
 ALNUM = re.compile(r"[^\W_]")
@@ -43,6 +44,9 @@ MIN_PHOTO_CONF = 50.0  # photos and frames: texture read as letters is mostly lo
 # 150-dpi render of 10-pt type (~15 px) Tesseract drops and misreads words. On the rendered-PDF
 # eval pages 20-24 px was the flat optimum (30 and 38 px read slightly worse and cost more).
 OCR_TEXT_PX = 24.0
+TURNS = (90, 270)  # rotated text is read turned both ways (counter-clockwise degrees)
+MIN_TURNED_CONF = 60.0  # a turned reading below this is left out (the layout pass drops it)
+MAX_TURNED = 8  # at most this many rotated words per page are read again
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class OcrWord:
     conf: float
     group: tuple[int, int]  # (block_num, par_num)
     line: tuple[int, int, int]  # (block_num, par_num, line_num)
+    turned: int = 0  # degrees the word was turned to be read (rotated text read again)
 
 
 def ocr_words(
@@ -61,6 +66,7 @@ def ocr_words(
     options: DeriveOptions,
     dpi: int | None = None,
     min_conf: float = MIN_WORD_CONF,
+    psm: int = 3,
 ) -> list[OcrWord]:
     """Words with pixel boxes from ``tesseract <image> stdout --psm 3 tsv``.
 
@@ -69,7 +75,7 @@ def ocr_words(
     ``_USER``), and a doubtful word is still worth a search hit; only punctuation-only specks
     below ``MIN_WORD_CONF`` go. With a higher ``min_conf`` (photos, video frames) a word needs a
     letter or digit and that confidence."""
-    argv = ["tesseract", str(image), "stdout", "-l", options.ocr_lang, "--psm", "3"]
+    argv = ["tesseract", str(image), "stdout", "-l", options.ocr_lang, "--psm", str(psm)]
     if dpi:
         argv += ["--dpi", str(int(dpi))]
     out = run_engine([*argv, "tsv"], limits=limits, options=options, what="tesseract")
@@ -118,13 +124,23 @@ def split_lines(lines: list[Any], max_chars: int, text_of: Any) -> list[list[Any
 def ocr_regions(
     words: list[OcrWord], *, page: int, scale: float, modality: str, fragment: str
 ) -> list[Derived]:
-    """OCR paragraphs -> doc_visual Units; boxes are divided by ``scale`` (pixels per unit)."""
+    """OCR paragraphs (Tesseract's) -> doc_visual Units; boxes are divided by ``scale``."""
+    return region_units(
+        ocr_lines(words), page=page, scale=scale, modality=modality, fragment=fragment
+    )
+
+
+def region_units(
+    paras: list[list[list[OcrWord]]], *, page: int, scale: float, modality: str, fragment: str
+) -> list[Derived]:
+    """Regions (lists of lines of words) -> doc_visual Units; boxes are divided by ``scale``
+    (pixels per unit), each keeps its word table."""
 
     def line_text(line: list[OcrWord]) -> str:
         return " ".join(w.text for w in line)
 
     units: list[Derived] = []
-    for para in ocr_lines(words):
+    for para in paras:
         for run in split_lines(para, MAX_REGION_CHARS, line_text):
             ws = [w for line in run for w in line]
             lines = [
@@ -164,6 +180,7 @@ def image_info(
     limits: MediaLimits,
     options: DeriveOptions,
     ocr_text_px: float | None = None,
+    rules: bool = False,
 ) -> Any:
     """Header facts (size, format, EXIF) and an upright image for OCR, from the worker; with
     ``ocr_text_px``, that image is resampled to that line height (``ocr_scale``)."""
@@ -174,19 +191,74 @@ def image_info(
     }
     if ocr_text_px:
         args["ocr_text_px"] = ocr_text_px
+    if rules:
+        args["rules"] = True
     return run_worker("image", args, limits=limits, options=options, what="image decoder")
 
 
 def derive_scan(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> list[Derived]:
-    """A scanned page image -> one doc_visual Unit per paragraph (pixel boxes, page 1)."""
+    """A scanned page image -> one doc_visual Unit per layout region (pixel boxes, page 1)."""
     with tempfile.TemporaryDirectory(prefix="scdb-ocr-") as tmp:
-        info = image_info(path, Path(tmp), limits=limits, options=options, ocr_text_px=OCR_TEXT_PX)
+        info = image_info(
+            path, Path(tmp), limits=limits, options=options, ocr_text_px=OCR_TEXT_PX, rules=True
+        )
         words = ocr_words(Path(info["ocr_path"]), limits=limits, options=options)
-    scale = float(info.get("ocr_scale") or 1.0)
-    units = ocr_regions(words, page=1, scale=scale, modality="scan", fragment="#page=1")
+        scale = float(info.get("ocr_scale") or 1.0)
+        h = float(info.get("text_px") or 0) * scale
+        if h:  # rotated text (a margin's document number) is read again, turned upright
+            words = read_rotated(words, Path(info["ocr_path"]), h, limits=limits, options=options)
+    # The layout pass needs the page's line height (layout.py); without one, Tesseract's own.
+    paras = layout.regions(words, info.get("rules") or {}, h) if h else ocr_lines(words)
+    units = region_units(paras, page=1, scale=scale, modality="scan", fragment="#page=1")
     if not units:
         raise DerivationError("no text found in the scanned image")
     return units
+
+
+def read_rotated(
+    words: list[OcrWord], ocr_path: Path, h: float, *, limits: MediaLimits, options: DeriveOptions
+) -> list[OcrWord]:
+    """Rotated text read again (D-213): each word ``layout.rotated`` flags (Tesseract reads a
+    vertical line of text across, into garbage) is cut out, turned both ways and read on one
+    sheet; the turn read with more confidence replaces it when it reaches ``MIN_TURNED_CONF``
+    (else the layout pass drops it as junk). Its box stays the one on the page."""
+    todo = [i for i, w in enumerate(words) if layout.rotated(w, h)][:MAX_TURNED]
+    if not todo:
+        return words
+    pad = 0.4 * h
+    crops = [
+        {"box": [b[0] - pad, b[1] - pad, b[2] + pad, b[3] + pad], "rotate": turn}
+        for b in (words[i].box for i in todo)
+        for turn in TURNS
+    ]
+    args = {
+        "path": str(ocr_path),
+        "crops": crops,
+        "gap": int(2 * h),
+        "out_dir": str(ocr_path.parent),
+        "max_pixels": limits.max_pixels,
+    }
+    sheet = run_worker("stack", args, limits=limits, options=options, what="image decoder")
+    read = ocr_words(Path(sheet["png"]), limits=limits, options=options, psm=6)
+    pieces: list[list[OcrWord]] = [[] for _ in crops]
+    for w in read:
+        cy = (w.box[1] + w.box[3]) / 2
+        for k, (_, y0, _, y1) in enumerate(sheet["where"]):
+            if y0 <= cy < y1:
+                pieces[k].append(w)
+                break
+    out = list(words)
+    for n, i in enumerate(todo):
+        tries = [(pieces[n * len(TURNS) + j], turn) for j, turn in enumerate(TURNS)]
+        got, turn = max(tries, key=lambda t: mean_conf(t[0]))
+        text = " ".join(w.text for w in got if ALNUM.search(w.text))
+        if text and mean_conf(got) >= MIN_TURNED_CONF:
+            out[i] = replace(words[i], text=text, conf=mean_conf(got), turned=turn)
+    return out
+
+
+def mean_conf(words: list[OcrWord]) -> float:
+    return sum(w.conf for w in words) / len(words) if words else -1.0
 
 
 @dataclass

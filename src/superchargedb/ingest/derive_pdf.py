@@ -112,13 +112,14 @@ def block_units(blocks: list[Block], page: dict[str, Any]) -> list[Derived]:
     n, rot = int(page["page"]), int(page.get("rotation", 0))
     w0, h0 = page.get("upright_size") or (page["width"], page["height"])
 
-    def shown(b: list[float]) -> list[float]:
-        return [round(v, 2) for v in rotate_box(b, w0, h0, rot)]
+    def shown(b: list[float]) -> tuple[float, float, float, float]:
+        x0, y0, x1, y1 = (round(v, 2) for v in rotate_box(b, w0, h0, rot))
+        return (x0, y0, x1, y1)
 
     units = []
     for blk in blocks:
         for run in split_lines(blk.lines, MAX_REGION_CHARS, Line.text):
-            lines = [[PageWord(w["text"], tuple(shown(w["box"]))) for w in ln.words] for ln in run]
+            lines = [[PageWord(w["text"], shown(w["box"])) for w in ln.words] for ln in run]
             text, table = page_text(lines, n)
             boxed = [w for line in lines for w in line]
             meta = {

@@ -1,0 +1,122 @@
+"""Ruled lines on a scanned page: found, painted over before OCR, and kept for the layout pass
+(D-212). Worker-side: ``media_worker.py`` loads this file by path (it never imports the
+superchargedb package), so it needs only numpy.
+
+A rule is ink in a straight run along a row (or a column) at least ``RULE_LINES`` text-line
+heights long: a morphological opening by a 1 x L line, computed with running sums. Letters are
+never that long in one row; table borders, underlines and fill-in lines are. Tesseract reads a
+rule through text as letters ("Lane" underlined becomes "Lane_", a cell border "|" or "l"), glues
+cells of a row into one line, and drops whole rows of a ruled table, so the rules are painted with
+the paper's colour (with a one-pixel margin of their grey edge) and returned as boxes: the layout
+pass cuts lines and blocks at them (``ingest/layout.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+RULE_LINES = 4.0  # a rule is at least this many text-line heights long (2.5 cut letters too)
+RULE_INK = 200  # a pixel darker than this may be part of a rule (rules are often light grey)
+EDGE_INK = 230  # ... and one next to a rule this dark is its edge
+
+
+def runs_mask(ink: Any, length: int, axis: int) -> Any:
+    """The pixels of ``ink`` in a straight run of at least ``length`` along ``axis`` (1: rows,
+    0: columns): an opening by a 1 x length line."""
+    import numpy as np
+
+    a = ink if axis == 1 else ink.T
+    h, w = a.shape
+    if w <= length or length < 2:
+        return np.zeros_like(ink)
+    s = np.zeros((h, w + 1), np.int32)
+    np.cumsum(a, axis=1, out=s[:, 1:])
+    full = (s[:, length:] - s[:, :-length]) == length  # the window [x, x + length) is all ink
+    e = np.zeros((h, w + 1), np.int32)
+    np.cumsum(np.pad(full, ((0, 0), (0, length - 1))), axis=1, out=e[:, 1:])
+    covered = e[:, 1:] - np.pad(e[:, 1:], ((0, 0), (length, 0)))[:, :w]  # a window covers x
+    m = covered > 0
+    return m if axis == 1 else m.T
+
+
+def segments(mask: Any, axis: int, min_len: int) -> list[list[int]]:
+    """Boxes [x0, y0, x1, y1] (exclusive ends) of the rules in ``mask`` running along ``axis``:
+    runs per row (column), merged with the runs of the next rows that overlap them."""
+    import numpy as np
+
+    a = mask if axis == 1 else mask.T
+    out: list[list[int]] = []
+    open_: list[list[int]] = []  # [start, end, first row, last row]
+    rows = [int(r) for r in np.flatnonzero(a.any(axis=1))]
+    for r in [*rows, -2]:  # -2: past the last row, every open rule ends
+        runs: list[tuple[int, int]] = []
+        if r >= 0:
+            edges = np.diff(np.concatenate(([0], a[r].astype(np.int8), [0])))
+            runs = list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True))
+        still = []
+        for seg in open_:
+            hit = [(s, e) for s, e in runs if r == seg[3] + 1 and s < seg[1] and e > seg[0]]
+            if hit:
+                s, e = hit[0]
+                runs.remove(hit[0])
+                still.append([min(seg[0], s), max(seg[1], e), seg[2], r])
+            elif seg[1] - seg[0] >= min_len:
+                out.append(seg)
+        open_ = still + [[int(s), int(e), r, r] for s, e in runs]
+    boxes = []
+    for s, e, r0, r1 in ([int(v) for v in seg] for seg in out):
+        boxes.append([s, r0, e, r1 + 1] if axis == 1 else [r0, s, r1 + 1, e])
+    return boxes
+
+
+def remove_rules(img: Any, line_px: float) -> tuple[Any, dict[str, list[list[int]]]]:
+    """``img`` (a PIL image) with its rules painted over, and the rules' boxes (``h``, ``v``)."""
+    import numpy as np
+    from PIL import Image
+
+    arr = np.array(img)
+    gray = arr if arr.ndim == 2 else arr.mean(axis=2)
+    length = int(RULE_LINES * line_px)
+    ink = gray < RULE_INK
+    if ink.mean() > 0.5:  # light text on a dark page: no rules taken out
+        return img, {"h": [], "v": []}
+    horiz, vert = runs_mask(ink, length, 1), runs_mask(ink, length, 0)
+    rules = horiz | vert
+    if not rules.any():
+        return img, {"h": [], "v": []}
+    grown = rules.copy()
+    grown[1:] |= rules[:-1]
+    grown[:-1] |= rules[1:]
+    grown[:, 1:] |= rules[:, :-1]
+    grown[:, :-1] |= rules[:, 1:]
+    paper = np.median(arr[~ink][::97], axis=0) if (~ink).any() else 255
+    arr[grown & (gray < EDGE_INK)] = paper
+    found = {"h": segments(horiz, 1, length), "v": segments(vert, 0, length)}
+    return Image.fromarray(arr), found
+
+
+def stack(img: Any, crops: list[dict[str, Any]], gap: int) -> tuple[Any, list[list[int]]]:
+    """Pieces of ``img`` stacked one under the other on white, for one Tesseract call: each
+    crop is ``{"box": [x0, y0, x1, y1], "rotate": 0 | 90 | 270}`` (degrees counter-clockwise).
+    Returns the sheet and where each piece lies on it ([x0, y0, x1, y1])."""
+    from PIL import Image
+
+    img = img.convert("L")
+    pieces = []
+    for c in crops:
+        x0, y0, x1, y1 = (int(round(v)) for v in c["box"])
+        x0, y0 = max(0, x0), max(0, y0)
+        x1, y1 = min(img.width, max(x0 + 1, x1)), min(img.height, max(y0 + 1, y1))
+        piece = img.crop((x0, y0, x1, y1))
+        if c.get("rotate"):
+            piece = piece.rotate(int(c["rotate"]), expand=True)
+        pieces.append(piece)
+    width = max(p.width for p in pieces) + 2 * gap
+    height = sum(p.height for p in pieces) + gap * (len(pieces) + 1)
+    sheet = Image.new("L", (width, height), 255)
+    where, y = [], gap
+    for p in pieces:
+        sheet.paste(p, (gap, y))
+        where.append([gap, y, gap + p.width, y + p.height])
+        y += p.height + gap
+    return sheet, where
