@@ -2,9 +2,11 @@
 (D-212). Worker-side: ``media_worker.py`` loads this file by path (it never imports the
 superchargedb package), so it needs only numpy.
 
-A rule is ink in a straight run along a row (or a column) at least ``RULE_LINES`` text-line
-heights long: a morphological opening by a 1 x L line, computed with running sums. Letters are
-never that long in one row; table borders, underlines and fill-in lines are. Tesseract reads a
+A rule is thin ink (at most ``RULE_THICK`` line heights across) in a straight run along a row
+(or a column) at least ``RULE_LINES`` text-line heights long: a morphological opening by a 1 x L
+line, computed with running sums, of the ink that is thin across. Letters are never that long in
+one row; table borders, underlines and fill-in lines are. The thinness test keeps a line of small
+bold letters whose bottoms touch (a run along its baseline) and the letters crossing a rule. Tesseract reads a
 rule through text as letters ("Lane" underlined becomes "Lane_", a cell border "|" or "l"), glues
 cells of a row into one line, and drops whole rows of a ruled table, so the rules are painted with
 the paper's colour (with a one-pixel margin of their grey edge) and returned as boxes: the layout
@@ -16,8 +18,23 @@ from __future__ import annotations
 from typing import Any
 
 RULE_LINES = 4.0  # a rule is at least this many text-line heights long (2.5 cut letters too)
+RULE_THICK = 0.3  # ... and its ink at most this many line heights thick across it
+RULE_GAP = 0.15  # a faded spot of a rule this long (in line heights) does not cut it
 RULE_INK = 200  # a pixel darker than this may be part of a rule (rules are often light grey)
 EDGE_INK = 230  # ... and one next to a rule this dark is its edge
+
+
+def otsu(gray: Any) -> int:
+    """Otsu's global threshold of a grayscale array (as media_worker.otsu)."""
+    import numpy as np
+
+    p = np.bincount(gray.astype(np.uint8).ravel(), minlength=256).astype(np.float64)
+    p /= max(1.0, p.sum())
+    w = np.cumsum(p)
+    mu = np.cumsum(p * np.arange(256))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        between = (mu[-1] * w - mu) ** 2 / (w * (1.0 - w))
+    return int(np.nan_to_num(between, nan=-1.0, posinf=-1.0).argmax())
 
 
 def runs_mask(ink: Any, length: int, axis: int) -> Any:
@@ -37,6 +54,50 @@ def runs_mask(ink: Any, length: int, axis: int) -> Any:
     covered = e[:, 1:] - np.pad(e[:, 1:], ((0, 0), (length, 0)))[:, :w]  # a window covers x
     m = covered > 0
     return m if axis == 1 else m.T
+
+
+def run_lengths(ink: Any, axis: int) -> Any:
+    """For every pixel, the length of the run of ink along ``axis`` it is part of (0 off ink)."""
+    import numpy as np
+
+    a = ink if axis == 0 else ink.T
+    c = np.cumsum(a, axis=0, dtype=np.int32)
+    up = c - np.maximum.accumulate(np.where(a, 0, c), axis=0)
+    f = a[::-1]
+    cf = np.cumsum(f, axis=0, dtype=np.int32)
+    down = (cf - np.maximum.accumulate(np.where(f, 0, cf), axis=0))[::-1]
+    n = np.where(a, up + down - 1, 0)
+    return n if axis == 0 else n.T
+
+
+def walled(ink: Any, d: int, axis: int) -> Any:
+    """Pixels with ink ``d`` pixels away on both sides along ``axis``: inside a dark area (the
+    strips between light letters on a black logo), where no rule is drawn."""
+    import numpy as np
+
+    a = ink if axis == 0 else ink.T
+    out = np.zeros_like(a)
+    if a.shape[0] > 2 * d:
+        out[d:-d] = a[: -2 * d] & a[2 * d :]
+    return out if axis == 0 else out.T
+
+
+def bridge(mask: Any, gap: int, axis: int) -> Any:
+    """``mask`` with gaps of at most ``gap`` pixels along ``axis`` filled (a closing): a faded
+    spot of a scanned rule does not cut it in two."""
+    import numpy as np
+
+    if gap < 1:
+        return mask
+    a = (mask if axis == 0 else mask.T).astype(np.int32)
+    c = np.zeros((a.shape[0] + 1, a.shape[1]), np.int32)
+    np.cumsum(a, axis=0, out=c[1:])
+    n = a.shape[0]
+    idx = np.arange(n)
+    before = c[idx] - c[np.maximum(0, idx - gap)]  # ink in [y - gap, y)
+    after = c[np.minimum(n, idx + gap + 1)] - c[idx + 1]  # ink in (y, y + gap]
+    out = (a > 0) | ((before > 0) & (after > 0))
+    return out if axis == 0 else out.T
 
 
 def segments(mask: Any, axis: int, min_len: int) -> list[list[int]]:
@@ -80,7 +141,24 @@ def remove_rules(img: Any, line_px: float) -> tuple[Any, dict[str, list[list[int
     ink = gray < RULE_INK
     if ink.mean() > 0.5:  # light text on a dark page: no rules taken out
         return img, {"h": [], "v": []}
-    horiz, vert = runs_mask(ink, length, 1), runs_mask(ink, length, 0)
+    # Only thin ink can be a rule: a letter's stem crossing a rule (or the bottoms of a line of
+    # small bold letters, which touch) is too thick across, so it breaks the run and stays.
+    # Thickness is judged on the dark core of the ink (Otsu): a light rule's grey, blurred edge
+    # would make it look thick.
+    thick = max(3, int(round(RULE_THICK * line_px)))
+    core = gray < otsu(gray)
+    # A rule's pixel is thin across it, or part of a rule that crosses it (ink running on for
+    # a rule's length the other way); a letter's stem is thick across a row and short, so it
+    # cuts a run along the bottoms of touching letters. A filled area (thick both ways) is no
+    # rule: what is found must itself be thin across.
+    long_v, long_h = run_lengths(ink, 0) >= length, run_lengths(ink, 1) >= length
+    gap = max(1, int(RULE_GAP * line_px))
+    cand_h = bridge(ink & ((run_lengths(core, 0) <= thick) | long_v), gap, 1)
+    cand_v = bridge(ink & ((run_lengths(core, 1) <= thick) | long_h), gap, 0)
+    horiz = runs_mask(cand_h, length, 1) & ink
+    vert = runs_mask(cand_v, length, 0) & ink
+    horiz &= (run_lengths(horiz, 0) <= 2 * thick) & ~walled(ink, 2 * thick, 0)
+    vert &= (run_lengths(vert, 1) <= 2 * thick) & ~walled(ink, 2 * thick, 1)
     rules = horiz | vert
     if not rules.any():
         return img, {"h": [], "v": []}
