@@ -273,3 +273,50 @@ def test_an_answer_on_a_form_boxes_the_words_it_rests_on(client, form) -> None:
     assert sum(area(b) for b in loc["boxes"]) <= 1.5 * area(union), (loc, union)
     first = truth(form["pdf"], "October", scale)[0]
     assert not any(inside(b, first, 0) for b in loc["boxes"]), "the first sentence is boxed too"
+
+
+@needs_engines
+@pytest.mark.slow  # two OCR jobs through the API: ~10 s
+def test_rederive_upgrades_media_derived_before_word_tables(client, svc, form) -> None:
+    """``reindex --rederive``: a scan derived by an older build (no word tables; simulated by
+    deleting them) is queued again with its own request and comes back with words."""
+    import sqlite3
+
+    from superchargedb.storage.sqlite import rederive
+    from test_media_ingest import wait_job
+
+    key = "acme/alpha/backend/forms/old.png"
+    r = client.put(
+        f"/v1/objects/{key}",
+        headers={**ALICE, "Content-Type": "image/png"},
+        content=form["png"].read_bytes(),
+    )
+    assert r.status_code == 201, r.text
+    body = {"units": [{"source_uri": key, "mime": "image/png", "modality": "scan"}]}
+    r = client.post("/v1/ingest", headers=ALICE, json=body)
+    first = wait_job(client, ALICE, r.json()["results"][0]["job_id"], timeout=300)
+    assert first["state"] == "done", first
+    with svc.catalog.write() as conn:
+        assert rederive.stale_jobs(conn) == []  # everything has its words
+        conn.execute("DELETE FROM unit_words")  # as an older build left it
+        stale = rederive.stale_jobs(conn)
+        assert [s["id"] for s in stale] == [first["job_id"]]
+        (job_id,) = rederive.requeue(conn, svc.jobs, stale)
+    svc.jobs_wakeup()
+    again = wait_job(client, ALICE, job_id, timeout=300)
+    assert again["state"] == "done", again
+    ids = again["unit_ids"]
+    assert ids
+    for uid in ids:
+        u = client.get(f"/v1/units/{uid}?words=true", headers=ALICE).json()
+        assert u["words"], u
+    # the old Units are gone (replace), the document counts once, and nothing is stale
+    n = sqlite3.connect(svc.settings.data_dir / "catalog.db").execute(
+        "SELECT COUNT(*) FROM units WHERE source_uri LIKE ?", (key + "%",)
+    )
+    assert n.fetchone()[0] == len(ids)
+    with svc.catalog.write() as conn:
+        assert rederive.stale_jobs(conn) == []
+    # a later ingest of the same object finds the new job
+    r = client.post("/v1/ingest", headers=ALICE, json=body).json()["results"][0]
+    assert r["job_id"] == job_id and r["status"] == "unchanged"

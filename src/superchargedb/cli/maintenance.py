@@ -55,8 +55,14 @@ def register(app: typer.Typer) -> None:
     def reindex(
         data: Path = DATA,
         embedder: str = typer.Option(None, help="Embedder spec (default: SCDB_EMBEDDER)"),
+        rederive: bool = typer.Option(
+            False,
+            help="also queue media derived before Units kept their words to be derived again"
+            " (the server's or a worker's job runner does it)",
+        ),
     ) -> None:
-        """Re-embed every Unit with the configured model; the index is rebuilt on next start."""
+        """Re-embed every Unit with the configured model; the index is rebuilt on next start.
+        With --rederive, media Units without word tables are queued to be derived again."""
         from tqdm import tqdm
 
         from ..models.embedder import make_embedder
@@ -80,10 +86,21 @@ def register(app: typer.Typer) -> None:
                 batch_size=settings.embed_batch_size,
             )
             catalog = Catalog(data / "catalog.db", settings.sqlite_synchronous)
+            queued: list[str] = []
+            if rederive:
+                from ..storage.sqlite import rederive as rd
+                from ..storage.sqlite.jobs import JobQueue
+
+                queue = JobQueue(catalog, settings.job_lease_s, settings.job_max_attempts)
+                with catalog.write() as conn:
+                    queued = rd.requeue(conn, queue, rd.stale_jobs(conn))
             total = stale_count(catalog, emb.model_id)
             with tqdm(total=total, unit="unit", desc=f"reindex -> {emb.model_id}") as bar:
                 n = do_reindex(catalog, data / "index", emb, progress=bar.update)
             catalog.close()
         finally:
             lock.release()
-        typer.echo(json.dumps({"reembedded": n, "model_id": emb.model_id}))
+        out: dict[str, object] = {"reembedded": n, "model_id": emb.model_id}
+        if rederive:
+            out["rederive_queued"] = len(queued)
+        typer.echo(json.dumps(out))

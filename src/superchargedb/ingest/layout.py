@@ -6,10 +6,11 @@ ruled table comes back as one paragraph whose lines run across every column, so 
 covered half the page and a citation could not point at a cell. Here, with the rules the image
 worker found (``page_prep.remove_rules``) and the page's text-line height ``h``:
 
-1. **Junk** is dropped: a word with no letter or digit (a rule's leftover, a speck), a lone
-   low-confidence scrap of at most ``SCRAP_CHARS`` characters with no neighbour on its line,
-   and the glyphs of rotated text (a margin's vertical document number read across comes out
-   as a column of one- or two-character "words" far taller than wide, or a tall narrow word).
+1. **Junk** is dropped: a lone low-confidence scrap of at most ``SCRAP_CHARS`` characters
+   with no neighbour on its line (a speck, a rule's leftover), and rotated text Tesseract read
+   across (a margin's vertical document number comes out as one garbled word far taller than
+   a line; ``derive_ocr.read_rotated`` reads it again turned, and only a failed reading is
+   dropped here). Punctuation stays (a code listing's lone brace is text).
 2. **Lines** (Tesseract's) are cut where a vertical rule passes between two words and at a gap
    wider than ``COLUMN_GAP`` x h, unless the word before the gap ends in ``:`` (a key and its
    value stay one line: "FROM: R. E. Lane").
@@ -22,7 +23,6 @@ Regions come back in reading order (top to bottom, then left to right), as lists
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +31,6 @@ COLUMN_GAP = 2.0  # a gap between words wider than this many line heights cuts t
 LINE_GAP = 1.0  # a line this close under a region's last one continues it
 SCRAP_CHARS = 2  # a lone word this short ...
 SCRAP_CONF = 60.0  # ... and less confident than this is a speck read as letters
-ALNUM = re.compile(r"[^\W_]")
 
 Box = tuple[float, float, float, float]
 
@@ -93,7 +92,7 @@ def regions(
     words: Sequence[Any], rules: dict[str, list[list[float]]], h: float
 ) -> list[list[list[Any]]]:
     """The page's words -> regions -> lines -> words (module docstring)."""
-    kept = [w for w in words if (w.turned or not rotated(w, h)) and ALNUM.search(w.text)]
+    kept = [w for w in words if w.turned or not rotated(w, h)]
     lines: dict[Any, list[Any]] = {}
     for w in kept:
         lines.setdefault(w.line, []).append(w)

@@ -1,23 +1,27 @@
 """Ruled lines on a scanned page: found, painted over before OCR, and kept for the layout pass
 (D-212). Worker-side: ``media_worker.py`` loads this file by path (it never imports the
-superchargedb package), so it needs only numpy.
+superchargedb package), so it needs only numpy and Pillow.
 
-A rule is thin ink (at most ``RULE_THICK`` line heights across) in a straight run along a row
-(or a column) at least ``RULE_LINES`` text-line heights long: a morphological opening by a 1 x L
-line, computed with running sums, of the ink that is thin across. Letters are never that long in
-one row; table borders, underlines and fill-in lines are. The thinness test keeps a line of small
-bold letters whose bottoms touch (a run along its baseline) and the letters crossing a rule. Tesseract reads a
-rule through text as letters ("Lane" underlined becomes "Lane_", a cell border "|" or "l"), glues
-cells of a row into one line, and drops whole rows of a ruled table, so the rules are painted with
-the paper's colour (with a one-pixel margin of their grey edge) and returned as boxes: the layout
-pass cuts lines and blocks at them (``ingest/layout.py``).
+A rule is thin ink (at most ``RULE_THICK`` line heights across, judged on the ink's dark core)
+in a straight run down a column at least ``RULE_LINES`` line heights long (along a row,
+``RULE_LINES_ACROSS``: the bottoms of a word's letters may touch over four line heights): an
+opening by a 1 x L line, computed with running sums. Letters are never that long in one row;
+table borders, underlines and fill-in lines are. The thinness test keeps a line of small bold
+letters whose bottoms touch (their stems cut the run) and the letters that cross a rule; a rule
+crossing another runs on through it, a faded spot is bridged, and nothing inside a dark area (a
+logo's black box) counts. Tesseract reads a rule through text as letters ("Lane" underlined
+becomes "Lane_", a cell border "|"), glues the cells of a row into one line and drops whole rows
+of a ruled table, so the rules are painted with the paper's colour (with a one-pixel margin of
+their grey edge) and returned as boxes: the layout pass cuts lines and regions at them
+(``ingest/layout.py``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-RULE_LINES = 4.0  # a rule is at least this many text-line heights long (2.5 cut letters too)
+RULE_LINES = 4.0  # a vertical rule is at least this many line heights long
+RULE_LINES_ACROSS = 5.0  # a horizontal one longer: the bottoms of a word's letters can touch
 RULE_THICK = 0.3  # ... and its ink at most this many line heights thick across it
 RULE_GAP = 0.15  # a faded spot of a rule this long (in line heights) does not cut it
 RULE_INK = 200  # a pixel darker than this may be part of a rule (rules are often light grey)
@@ -70,16 +74,18 @@ def run_lengths(ink: Any, axis: int) -> Any:
     return n if axis == 0 else n.T
 
 
-def walled(ink: Any, d: int, axis: int) -> Any:
-    """Pixels with ink ``d`` pixels away on both sides along ``axis``: inside a dark area (the
-    strips between light letters on a black logo), where no rule is drawn."""
+def dark_area(ink: Any, r: int) -> Any:
+    """Pixels whose (2r+1)-square neighbourhood is mostly ink: a dark panel or logo (light
+    letters on it), where the strips of ink between letters are no rules."""
     import numpy as np
 
-    a = ink if axis == 0 else ink.T
-    out = np.zeros_like(a)
-    if a.shape[0] > 2 * d:
-        out[d:-d] = a[: -2 * d] & a[2 * d :]
-    return out if axis == 0 else out.T
+    h, w = ink.shape
+    k = 2 * r + 1
+    ii = np.zeros((h + k, w + k), np.int32)  # the page padded with r of paper on every side
+    np.cumsum(np.pad(ink, r), axis=0, dtype=np.int32, out=ii[1:, 1:])
+    np.cumsum(ii[1:, 1:], axis=1, out=ii[1:, 1:])
+    total = ii[k:, k:] - ii[:-k, k:] - ii[k:, :-k] + ii[:-k, :-k]
+    return total * 2 > k * k
 
 
 def bridge(mask: Any, gap: int, axis: int) -> Any:
@@ -138,6 +144,7 @@ def remove_rules(img: Any, line_px: float) -> tuple[Any, dict[str, list[list[int
     arr = np.array(img)
     gray = arr if arr.ndim == 2 else arr.mean(axis=2)
     length = int(RULE_LINES * line_px)
+    across = int(RULE_LINES_ACROSS * line_px)
     ink = gray < RULE_INK
     if ink.mean() > 0.5:  # light text on a dark page: no rules taken out
         return img, {"h": [], "v": []}
@@ -151,14 +158,15 @@ def remove_rules(img: Any, line_px: float) -> tuple[Any, dict[str, list[list[int
     # a rule's length the other way); a letter's stem is thick across a row and short, so it
     # cuts a run along the bottoms of touching letters. A filled area (thick both ways) is no
     # rule: what is found must itself be thin across.
-    long_v, long_h = run_lengths(ink, 0) >= length, run_lengths(ink, 1) >= length
+    long_v, long_h = run_lengths(ink, 0) >= length, run_lengths(ink, 1) >= across
     gap = max(1, int(RULE_GAP * line_px))
     cand_h = bridge(ink & ((run_lengths(core, 0) <= thick) | long_v), gap, 1)
     cand_v = bridge(ink & ((run_lengths(core, 1) <= thick) | long_h), gap, 0)
-    horiz = runs_mask(cand_h, length, 1) & ink
+    horiz = runs_mask(cand_h, across, 1) & ink
     vert = runs_mask(cand_v, length, 0) & ink
-    horiz &= (run_lengths(horiz, 0) <= 2 * thick) & ~walled(ink, 2 * thick, 0)
-    vert &= (run_lengths(vert, 1) <= 2 * thick) & ~walled(ink, 2 * thick, 1)
+    light = ~dark_area(ink, int(line_px))
+    horiz &= (run_lengths(horiz, 0) <= 2 * thick) & light
+    vert &= (run_lengths(vert, 1) <= 2 * thick) & light
     rules = horiz | vert
     if not rules.any():
         return img, {"h": [], "v": []}
@@ -169,7 +177,7 @@ def remove_rules(img: Any, line_px: float) -> tuple[Any, dict[str, list[list[int
     grown[:, :-1] |= rules[:, 1:]
     paper = np.median(arr[~ink][::97], axis=0) if (~ink).any() else 255
     arr[grown & (gray < EDGE_INK)] = paper
-    found = {"h": segments(horiz, 1, length), "v": segments(vert, 0, length)}
+    found = {"h": segments(horiz, 1, across), "v": segments(vert, 0, length)}
     return Image.fromarray(arr), found
 
 
