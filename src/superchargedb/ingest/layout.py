@@ -30,7 +30,7 @@ from typing import Any
 COLUMN_GAP = 2.0  # a gap between words wider than this many line heights cuts the line
 LINE_GAP = 1.0  # a line this close under a region's last one continues it
 SCRAP_CHARS = 2  # a lone word this short ...
-SCRAP_CONF = 60.0  # ... and less confident than this is a speck read as letters
+SCRAP_CONF = 30.0  # ... and less confident than this is a speck read as letters
 
 Box = tuple[float, float, float, float]
 

@@ -272,12 +272,13 @@ def leader_mask(ink: Any, line_px: float, min_dots: int = 5) -> Any:
 
 
 def ocr_prepare(
-    img: Any, target_px: float, max_pixels: int
+    img: Any, target_px: float, max_pixels: int, resize: bool = True
 ) -> tuple[Any, float, float | None, int]:
     """A page made easier for Tesseract: grey stored as RGB becomes one channel, dot leaders
     are painted over with the paper's colour, and the page is scaled up so that its text lines
     are about ``target_px`` tall (a 150-dpi render of 10-pt text has ~15-px lines, which
-    Tesseract misreads). Returns (image, scale, measured line height, leader pixels erased)."""
+    Tesseract misreads). Returns (image, scale, measured line height, leader pixels erased);
+    with ``resize`` off the image is returned at its size and the caller scales it."""
     import numpy as np
     from PIL import Image
 
@@ -303,6 +304,8 @@ def ocr_prepare(
     scale = min(MAX_OCR_UPSCALE, target_px / height, (max_pixels / (img.width * img.height)) ** 0.5)
     if scale < 1.2:  # close enough: resampling would cost time and gain nothing
         return img, 1.0, height, erased
+    if not resize:  # the caller scales it (after finding the rules at this size)
+        return img, scale, height, erased
     size = (round(img.width * scale), round(img.height * scale))
     return img.resize(size, Image.Resampling.LANCZOS), scale, height, erased
 
@@ -356,9 +359,18 @@ def task_image(args: dict[str, Any]) -> dict[str, Any]:
             img = Image.alpha_composite(bg, img).convert("RGB")
         w, h = img.size
         if target:
-            img, ocr_scale, text_px, erased = ocr_prepare(img, target, int(args["max_pixels"]))
-        if args.get("rules") and text_px:
-            img, rules = page_prep().remove_rules(img, text_px * ocr_scale)
+            img, ocr_scale, text_px, erased = ocr_prepare(
+                img, target, int(args["max_pixels"]), resize=False
+            )
+        mask, pp = None, page_prep() if args.get("rules") else None
+        if pp is not None and text_px:  # found before scaling up: 1/scale^2 of the work
+            mask, found = pp.find_rules(img, text_px)
+            rules = pp.scaled(found, ocr_scale)
+        if ocr_scale != 1.0:
+            size = (round(img.width * ocr_scale), round(img.height * ocr_scale))
+            img = img.resize(size, Image.Resampling.LANCZOS)
+        if pp is not None and mask is not None:
+            img = pp.paint(img, mask)
         if not upright or frames > 1 or ocr_scale != 1.0 or erased or rules["h"] or rules["v"]:
             ocr_path = f"{args['out_dir']}/ocr.png"
             keep: dict[str, Any] = {}

@@ -64,14 +64,12 @@ def run_lengths(ink: Any, axis: int) -> Any:
     """For every pixel, the length of the run of ink along ``axis`` it is part of (0 off ink)."""
     import numpy as np
 
-    a = ink if axis == 0 else ink.T
-    c = np.cumsum(a, axis=0, dtype=np.int32)
-    up = c - np.maximum.accumulate(np.where(a, 0, c), axis=0)
-    f = a[::-1]
-    cf = np.cumsum(f, axis=0, dtype=np.int32)
-    down = (cf - np.maximum.accumulate(np.where(f, 0, cf), axis=0))[::-1]
-    n = np.where(a, up + down - 1, 0)
-    return n if axis == 0 else n.T
+    c = np.cumsum(ink, axis=axis, dtype=np.int32)
+    up = c - np.maximum.accumulate(np.where(ink, 0, c), axis=axis)  # run so far, this one in
+    f = np.flip(ink, axis=axis)
+    cf = np.cumsum(f, axis=axis, dtype=np.int32)
+    down = np.flip(cf - np.maximum.accumulate(np.where(f, 0, cf), axis=axis), axis=axis)
+    return np.where(ink, up + down - 1, 0)
 
 
 def dark_area(ink: Any, r: int) -> Any:
@@ -138,16 +136,22 @@ def segments(mask: Any, axis: int, min_len: int) -> list[list[int]]:
 
 def remove_rules(img: Any, line_px: float) -> tuple[Any, dict[str, list[list[int]]]]:
     """``img`` (a PIL image) with its rules painted over, and the rules' boxes (``h``, ``v``)."""
-    import numpy as np
-    from PIL import Image
+    mask, found = find_rules(img, line_px)
+    return (img if mask is None else paint(img, mask)), found
 
-    arr = np.array(img)
+
+def find_rules(img: Any, line_px: float) -> tuple[Any, dict[str, list[list[int]]]]:
+    """The rules of ``img`` (text lines ``line_px`` tall): a mask of their pixels (None when
+    there are none) and their boxes (``h``, ``v``)."""
+    import numpy as np
+
+    arr = np.asarray(img)
     gray = arr if arr.ndim == 2 else arr.mean(axis=2)
     length = int(RULE_LINES * line_px)
     across = int(RULE_LINES_ACROSS * line_px)
     ink = gray < RULE_INK
     if ink.mean() > 0.5:  # light text on a dark page: no rules taken out
-        return img, {"h": [], "v": []}
+        return None, {"h": [], "v": []}
     # Only thin ink can be a rule: a letter's stem crossing a rule (or the bottoms of a line of
     # small bold letters, which touch) is too thick across, so it breaks the run and stays.
     # Thickness is judged on the dark core of the ink (Otsu): a light rule's grey, blurred edge
@@ -169,16 +173,36 @@ def remove_rules(img: Any, line_px: float) -> tuple[Any, dict[str, list[list[int
     vert &= (run_lengths(vert, 1) <= 2 * thick) & light
     rules = horiz | vert
     if not rules.any():
-        return img, {"h": [], "v": []}
-    grown = rules.copy()
-    grown[1:] |= rules[:-1]
-    grown[:-1] |= rules[1:]
-    grown[:, 1:] |= rules[:, :-1]
-    grown[:, :-1] |= rules[:, 1:]
-    paper = np.median(arr[~ink][::97], axis=0) if (~ink).any() else 255
-    arr[grown & (gray < EDGE_INK)] = paper
-    found = {"h": segments(horiz, 1, across), "v": segments(vert, 0, length)}
-    return Image.fromarray(arr), found
+        return None, {"h": [], "v": []}
+    return rules, {"h": segments(horiz, 1, across), "v": segments(vert, 0, length)}
+
+
+def paint(img: Any, mask: Any) -> Any:
+    """``img`` with the pixels of ``mask`` (found on it, or on the page before it was scaled
+    up: then stretched to its size) that are darker than ``EDGE_INK`` in the paper's colour."""
+    import numpy as np
+    from PIL import Image
+
+    arr = np.array(img)
+    if mask.shape != arr.shape[:2]:
+        m = Image.fromarray(mask.astype(np.uint8) * 255).resize(img.size, Image.Resampling.NEAREST)
+        mask = np.asarray(m) > 0
+    grown = mask.copy()  # and a one-pixel margin: the rule's grey edge
+    grown[1:] |= mask[:-1]
+    grown[:-1] |= mask[1:]
+    grown[:, 1:] |= mask[:, :-1]
+    grown[:, :-1] |= mask[:, 1:]
+    mask = grown
+    gray = arr if arr.ndim == 2 else arr.mean(axis=2)
+    paper_px = arr[gray >= RULE_INK]
+    paper = np.median(paper_px[::97], axis=0) if len(paper_px) else 255
+    arr[mask & (gray < EDGE_INK)] = paper
+    return Image.fromarray(arr)
+
+
+def scaled(found: dict[str, list[list[int]]], scale: float) -> dict[str, list[list[int]]]:
+    """Rule boxes found before the page was scaled up, in the scaled page's pixels."""
+    return {k: [[int(round(v * scale)) for v in b] for b in bs] for k, bs in found.items()}
 
 
 def stack(img: Any, crops: list[dict[str, Any]], gap: int) -> tuple[Any, list[list[int]]]:
