@@ -320,3 +320,22 @@ def test_rederive_upgrades_media_derived_before_word_tables(client, svc, form) -
     # a later ingest of the same object finds the new job
     r = client.post("/v1/ingest", headers=ALICE, json=body).json()["results"][0]
     assert r["job_id"] == job_id and r["status"] == "unchanged"
+
+
+def test_reindex_rederive_is_an_operator_command(tmp_path: Path, embedder) -> None:
+    """``superchargedb reindex --rederive`` on a data dir (offline, under its lock): it reports
+    what it queued; without media derived before word tables, nothing."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from conftest import make_service
+    from superchargedb.cli.main import app
+
+    make_service(tmp_path / "data", embedder).close()
+    res = CliRunner().invoke(app, ["reindex", "--data", str(tmp_path / "data"), "--rederive"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output[res.output.rindex("{") :])  # after tqdm's progress line
+    assert out["rederive_queued"] == 0 and out["reembedded"] == 0
+    res = CliRunner().invoke(app, ["reindex", "--data", str(tmp_path / "data")])
+    assert "rederive_queued" not in res.output
