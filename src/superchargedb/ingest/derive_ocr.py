@@ -1,14 +1,13 @@
 """Images -> Units: layout regions of Tesseract words for scans, one visual Unit for other images.
 
-Tesseract runs as an rlimited subprocess (``tesseract img stdout --psm 3 tsv``); its TSV gives
-word boxes in pixels. A scan is first prepared by the image worker: resampled so that its text
-lines are about ``OCR_TEXT_PX`` tall (small type is Tesseract's main source of errors), dot
-leaders and ruled lines painted out (``page_prep.py``); rotated text is read again turned
-(``read_rotated``), and the layout pass (``layout.py``) makes the regions: table cells, key/value
-lines, paragraphs. A scan becomes one doc_visual Unit per region (bbox in the image's pixels,
-page 1) with its word table. Any other image becomes one visual Unit whose text is an optional
-caption, its OCR text and its metadata (size, format, EXIF capture time, camera), with the bbox
-of the whole image.
+A scan is first prepared by the image worker: resampled so that its text lines are about
+``OCR_TEXT_PX`` tall (small type is Tesseract's main source of errors), dot leaders and ruled
+lines painted out (``page_prep.py``). Rotated text is read again turned
+(``tesseract.read_rotated``), and the layout pass (``layout.py``) makes the regions: table
+cells, key/value lines, paragraphs. A scan becomes one doc_visual Unit per region (bbox in the
+image's pixels, page 1) with its word table. Any other image becomes one visual Unit whose text
+is an optional caption, its OCR text and its metadata (size, format, EXIF capture time, camera),
+with the bbox of the whole image.
 """
 
 from __future__ import annotations

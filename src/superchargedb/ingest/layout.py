@@ -4,12 +4,12 @@ regions (D-212).
 Tesseract's own blocks follow the page's white space, which on a form is everywhere: a whole
 ruled table comes back as one paragraph whose lines run across every column, so a Unit box
 covered half the page and a citation could not point at a cell. Here, with the rules the image
-worker found (``page_prep.remove_rules``) and the page's text-line height ``h``:
+worker found (``page_prep.find_rules``) and the page's text-line height ``h``:
 
 1. **Junk** is dropped: a lone low-confidence scrap of at most ``SCRAP_CHARS`` characters
    with no neighbour on its line (a speck, a rule's leftover), and rotated text Tesseract read
    across (a margin's vertical document number comes out as one garbled word far taller than
-   a line; ``derive_ocr.read_rotated`` reads it again turned, and only a failed reading is
+   a line; ``tesseract.read_rotated`` reads it again turned, and only a failed reading is
    dropped here). Punctuation stays (a code listing's lone brace is text).
 2. **Lines** (Tesseract's) are cut where a vertical rule passes between two words and at a gap
    wider than ``COLUMN_GAP`` x h, unless the word before the gap ends in ``:`` (a key and its
