@@ -253,4 +253,9 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
 
 def open_maintenance(settings: Settings) -> Maintenance:
     """The data dir's whole-store operations (backup, restore, reindex) for the offline CLI."""
-    return SqliteMaintenance(Path(settings.data_dir), settings.sqlite_synchronous)
+    return SqliteMaintenance(
+        Path(settings.data_dir),
+        settings.sqlite_synchronous,
+        settings.job_lease_s,
+        settings.job_max_attempts,
+    )

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..locate_words import narrow_time
+from ..locate_words import narrow
 from ..query_terms import query_terms
 from . import terms as T
 from .sentences import split_sentences
@@ -107,13 +107,13 @@ def stems(text: str) -> set[str]:
 def pin_locator(
     hit: dict[str, Any], start: int, end: int, words: list[dict[str, Any]] | None = None
 ) -> dict[str, Any] | None:
-    """The Locator of the span ``[start, end)`` of a hit's text (narrowed to its words' times
-    when the Unit has a word table)."""
+    """The Locator of the span ``[start, end)`` of a hit's text (narrowed to its words' times or
+    boxes when the Unit has a word table; D-173, D-211)."""
     loc = hit.get("locator")
     text = hit["text"]
     kind = loc.get("kind") if loc else None
-    if kind == "time_range" and loc and words:
-        return narrow_time(loc, words, start, end)
+    if kind in ("bbox", "time_range") and loc and words:
+        return narrow(loc, words, start, end)
     if kind in ("bbox", "time_range"):
         return dict(loc) if loc else None
     if kind == "line_range" or hit.get("modality") in ("code", "log"):

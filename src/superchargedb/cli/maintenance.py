@@ -81,8 +81,14 @@ def register(app: typer.Typer) -> None:
     def reindex(
         data: Path = DATA,
         embedder: str = typer.Option(None, help="Embedder spec (default: SCDB_EMBEDDER)"),
+        rederive: bool = typer.Option(
+            False,
+            help="also queue media derived before Units kept their words to be derived again"
+            " (the server's or a worker's job runner does it)",
+        ),
     ) -> None:
-        """Re-embed every Unit with the configured model; the index is rebuilt on next start."""
+        """Re-embed every Unit with the configured model; the index is rebuilt on next start.
+        With --rederive, media Units without word tables are queued to be derived again."""
         from tqdm import tqdm
 
         from ..models.embedder import make_embedder
@@ -96,6 +102,8 @@ def register(app: typer.Typer) -> None:
             threads=settings.embed_threads,
             batch_size=settings.embed_batch_size,
         )
+        maint = open_maintenance(settings)
+        queued = 0
         with tqdm(unit="unit", desc=f"reindex -> {emb.model_id}") as bar:
 
             def step(done: int, total: int) -> None:
@@ -103,7 +111,12 @@ def register(app: typer.Typer) -> None:
                 bar.update(done)
 
             try:
-                n = open_maintenance(settings).reindex(emb, step)
+                if rederive:
+                    queued = maint.rederive()
+                n = maint.reindex(emb, step)
             except SCDBError as exc:
                 _fail(exc)
-        typer.echo(json.dumps({"reembedded": n, "model_id": emb.model_id}))
+        out: dict[str, object] = {"reembedded": n, "model_id": emb.model_id}
+        if rederive:
+            out["rederive_queued"] = queued
+        typer.echo(json.dumps(out))

@@ -1,19 +1,19 @@
-"""Images -> Units: Tesseract paragraphs for scans, one visual Unit for other images.
+"""Images -> Units: layout regions of Tesseract words for scans, one visual Unit for other images.
 
-Tesseract runs as an rlimited subprocess (``tesseract img stdout --psm 3 tsv``); its TSV gives
-word boxes in pixels, grouped into paragraphs by ``block_num``/``par_num``. A scan is first
-resampled by the image worker so that its text lines are about ``OCR_TEXT_PX`` tall (small type
-is Tesseract's main source of errors), and the boxes are scaled back to the image's pixels. A scan
-becomes one doc_visual Unit per paragraph (bbox in pixels, page 1). Any other image becomes one
-visual Unit whose text is an optional caption, its OCR text and its metadata (size, format, EXIF
-capture time, camera), with the bbox of the whole image.
+A scan is first prepared by the image worker: resampled so that its text lines are about
+``OCR_TEXT_PX`` tall (small type is Tesseract's main source of errors), dot leaders and ruled
+lines painted out (``page_prep.py``). Rotated text is read again turned
+(``tesseract.read_rotated``), and the layout pass (``layout.py``) makes the regions: table
+cells, key/value lines, paragraphs. A scan becomes one doc_visual Unit per region (bbox in the
+image's pixels, page 1) with its word table. Any other image becomes one visual Unit whose text
+is an optional caption, its OCR text and its metadata (size, format, EXIF capture time, camera),
+with the bbox of the whole image.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-import re
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
@@ -23,81 +23,33 @@ from typing import Any
 import httpx
 
 from ..types import Locator
+from . import layout
 from .derive_base import (
     DerivationError,
     Derived,
     DeriveOptions,
     MediaLimits,
-    run_engine,
     run_worker,
 )
+from .page_words import Box, PageWord, page_text, union
+from .tesseract import (  # re-exported: derive_av and derive_pdf read words through here
+    MIN_PHOTO_CONF,
+    MIN_WORD_CONF,
+    OcrWord,
+    ocr_lines,
+    ocr_words,
+    read_rotated,
+)
+
+__all__ = ["MIN_PHOTO_CONF", "MIN_WORD_CONF", "OcrWord", "ocr_lines", "ocr_words", "read_rotated"]
 
 log = logging.getLogger(__name__)
-ALNUM = re.compile(r"[^\W_]")
 
 MAX_REGION_CHARS = 1200  # a region longer than this is split at line boundaries (embedding window)
-MIN_WORD_CONF = 20.0  # scans: punctuation-only specks below this are dropped, words are kept
-MIN_PHOTO_CONF = 50.0  # photos and frames: texture read as letters is mostly low-confidence
 # Scans whose text lines (ink, ascender to descender) are shorter than this are upscaled: at a
 # 150-dpi render of 10-pt type (~15 px) Tesseract drops and misreads words. On the rendered-PDF
 # eval pages 20-24 px was the flat optimum (30 and 38 px read slightly worse and cost more).
 OCR_TEXT_PX = 24.0
-
-
-@dataclass(frozen=True)
-class OcrWord:
-    text: str
-    box: tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels, top-left origin
-    conf: float
-    group: tuple[int, int]  # (block_num, par_num)
-    line: tuple[int, int, int]  # (block_num, par_num, line_num)
-
-
-def ocr_words(
-    image: Path,
-    *,
-    limits: MediaLimits,
-    options: DeriveOptions,
-    dpi: int | None = None,
-    min_conf: float = MIN_WORD_CONF,
-) -> list[OcrWord]:
-    """Words with pixel boxes from ``tesseract <image> stdout --psm 3 tsv``.
-
-    With the default ``min_conf`` (scans) every word holding a letter or digit is kept whatever
-    its confidence: Tesseract gives 0 to correct pieces of a word it split (``SESSION`` +
-    ``_USER``), and a doubtful word is still worth a search hit; only punctuation-only specks
-    below ``MIN_WORD_CONF`` go. With a higher ``min_conf`` (photos, video frames) a word needs a
-    letter or digit and that confidence."""
-    argv = ["tesseract", str(image), "stdout", "-l", options.ocr_lang, "--psm", "3"]
-    if dpi:
-        argv += ["--dpi", str(int(dpi))]
-    out = run_engine([*argv, "tsv"], limits=limits, options=options, what="tesseract")
-    words: list[OcrWord] = []
-    for row in out.decode("utf-8", "replace").splitlines()[1:]:
-        cols = row.split("\t")
-        if len(cols) < 12 or cols[0] != "5":
-            continue
-        text = cols[11].strip()
-        conf = float(cols[10])
-        wordy = ALNUM.search(text) is not None
-        if min_conf > MIN_WORD_CONF:
-            keep = wordy and conf >= min_conf
-        else:
-            keep = bool(text) and (wordy or conf >= min_conf)
-        if not keep:
-            continue
-        x, y, w, h = (int(v) for v in cols[6:10])
-        block, par, line = int(cols[2]), int(cols[3]), int(cols[4])
-        words.append(OcrWord(text, (x, y, x + w, y + h), conf, (block, par), (block, par, line)))
-    return words
-
-
-def ocr_lines(words: list[OcrWord]) -> list[list[list[OcrWord]]]:
-    """Words -> paragraphs (Tesseract's block/par) -> lines, in reading order."""
-    paras: dict[tuple[int, int], dict[tuple[int, int, int], list[OcrWord]]] = {}
-    for w in words:
-        paras.setdefault(w.group, {}).setdefault(w.line, []).append(w)
-    return [list(lines.values()) for lines in paras.values()]
 
 
 def split_lines(lines: list[Any], max_chars: int, text_of: Any) -> list[list[Any]]:
@@ -114,50 +66,56 @@ def split_lines(lines: list[Any], max_chars: int, text_of: Any) -> list[list[Any
     return [r for r in runs if r]
 
 
-def union_box(boxes: list[tuple[float, float, float, float]]) -> tuple[float, float, float, float]:
-    return (
-        min(b[0] for b in boxes),
-        min(b[1] for b in boxes),
-        max(b[2] for b in boxes),
-        max(b[3] for b in boxes),
-    )
-
-
 def ocr_regions(
     words: list[OcrWord], *, page: int, scale: float, modality: str, fragment: str
 ) -> list[Derived]:
-    """OCR paragraphs -> doc_visual Units; boxes are divided by ``scale`` (pixels per unit)."""
+    """OCR paragraphs (Tesseract's) -> doc_visual Units; boxes are divided by ``scale``."""
+    return region_units(
+        ocr_lines(words), page=page, scale=scale, modality=modality, fragment=fragment
+    )
+
+
+def region_units(
+    paras: list[list[list[OcrWord]]], *, page: int, scale: float, modality: str, fragment: str
+) -> list[Derived]:
+    """Regions (lists of lines of words) -> doc_visual Units; boxes are divided by ``scale``
+    (pixels per unit), each keeps its word table."""
 
     def line_text(line: list[OcrWord]) -> str:
         return " ".join(w.text for w in line)
 
     units: list[Derived] = []
-    for para in ocr_lines(words):
+    for para in paras:
         for run in split_lines(para, MAX_REGION_CHARS, line_text):
             ws = [w for line in run for w in line]
-            x0, y0, x1, y1 = union_box([w.box for w in ws])
-            box = (
-                round(x0 / scale, 2),
-                round(y0 / scale, 2),
-                round(x1 / scale, 2),
-                round(y1 / scale, 2),
-            )
+            lines = [
+                [PageWord(w.text, scaled(w.box, scale), w.conf / 100) for w in line] for line in run
+            ]
+            text, table = page_text(lines, page)
+            boxed = [w for line in lines for w in line]
             meta = {
                 "source": "ocr",
                 "confidence": round(sum(w.conf for w in ws) / len(ws) / 100, 3),
-                "words": [[w.text, *(round(v / scale, 2) for v in w.box)] for w in ws],
+                "words": [[w.text, *w.box] for w in boxed],
+                "unit_words": table,
             }
             units.append(
                 Derived(
-                    text="\n".join(line_text(line) for line in run),
+                    text=text,
                     modality=modality,
                     plane="doc_visual",
-                    locator=Locator(kind="bbox", box=box, page=page),
+                    locator=Locator(kind="bbox", box=union([w.box for w in boxed]), page=page),
                     fragment=fragment,
                     meta=meta,
                 )
             )
     return units
+
+
+def scaled(box: tuple[float, float, float, float], scale: float) -> Box:
+    """A box in OCR-image pixels -> the Unit's coordinates (``scale`` pixels per unit)."""
+    x0, y0, x1, y1 = box
+    return (round(x0 / scale, 2), round(y0 / scale, 2), round(x1 / scale, 2), round(y1 / scale, 2))
 
 
 def image_info(
@@ -167,6 +125,7 @@ def image_info(
     limits: MediaLimits,
     options: DeriveOptions,
     ocr_text_px: float | None = None,
+    rules: bool = False,
 ) -> Any:
     """Header facts (size, format, EXIF) and an upright image for OCR, from the worker; with
     ``ocr_text_px``, that image is resampled to that line height (``ocr_scale``)."""
@@ -177,16 +136,25 @@ def image_info(
     }
     if ocr_text_px:
         args["ocr_text_px"] = ocr_text_px
+    if rules:
+        args["rules"] = True
     return run_worker("image", args, limits=limits, options=options, what="image decoder")
 
 
 def derive_scan(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> list[Derived]:
-    """A scanned page image -> one doc_visual Unit per paragraph (pixel boxes, page 1)."""
+    """A scanned page image -> one doc_visual Unit per layout region (pixel boxes, page 1)."""
     with tempfile.TemporaryDirectory(prefix="scdb-ocr-") as tmp:
-        info = image_info(path, Path(tmp), limits=limits, options=options, ocr_text_px=OCR_TEXT_PX)
+        info = image_info(
+            path, Path(tmp), limits=limits, options=options, ocr_text_px=OCR_TEXT_PX, rules=True
+        )
         words = ocr_words(Path(info["ocr_path"]), limits=limits, options=options)
-    scale = float(info.get("ocr_scale") or 1.0)
-    units = ocr_regions(words, page=1, scale=scale, modality="scan", fragment="#page=1")
+        scale = float(info.get("ocr_scale") or 1.0)
+        h = float(info.get("text_px") or 0) * scale
+        if h:  # rotated text (a margin's document number) is read again, turned upright
+            words = read_rotated(words, Path(info["ocr_path"]), h, limits=limits, options=options)
+    # The layout pass needs the page's line height (layout.py); without one, Tesseract's own.
+    paras = layout.regions(words, info.get("rules") or {}, h) if h else ocr_lines(words)
+    units = region_units(paras, page=1, scale=scale, modality="scan", fragment="#page=1")
     if not units:
         raise DerivationError("no text found in the scanned image")
     return units

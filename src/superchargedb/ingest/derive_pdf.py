@@ -22,6 +22,7 @@ from ..types import Locator
 from .derive_base import DerivationError, Derived, DeriveOptions, MediaLimits, run_worker
 from .derive_ocr import MAX_REGION_CHARS, ocr_regions, ocr_words, split_lines
 from .media_worker import rotate_box
+from .page_words import PageWord, page_text, union
 
 RENDER_BATCH = 8  # pages without a text layer rendered per worker call
 
@@ -111,31 +112,28 @@ def block_units(blocks: list[Block], page: dict[str, Any]) -> list[Derived]:
     n, rot = int(page["page"]), int(page.get("rotation", 0))
     w0, h0 = page.get("upright_size") or (page["width"], page["height"])
 
-    def shown(b: list[float]) -> list[float]:
-        return [round(v, 2) for v in rotate_box(b, w0, h0, rot)]
+    def shown(b: list[float]) -> tuple[float, float, float, float]:
+        x0, y0, x1, y1 = (round(v, 2) for v in rotate_box(b, w0, h0, rot))
+        return (x0, y0, x1, y1)
 
     units = []
     for blk in blocks:
         for run in split_lines(blk.lines, MAX_REGION_CHARS, Line.text):
-            ws = [w for line in run for w in line.words]
-            boxes = [shown(w["box"]) for w in ws]
-            box = (
-                min(b[0] for b in boxes),
-                min(b[1] for b in boxes),
-                max(b[2] for b in boxes),
-                max(b[3] for b in boxes),
-            )
+            lines = [[PageWord(w["text"], shown(w["box"])) for w in ln.words] for ln in run]
+            text, table = page_text(lines, n)
+            boxed = [w for line in lines for w in line]
             meta = {
                 "source": "text_layer",
                 "font_size": round(max(line.size for line in run), 2),
-                "words": [[w["text"], *b] for w, b in zip(ws, boxes, strict=True)],
+                "words": [[w.text, *w.box] for w in boxed],
+                "unit_words": table,
             }
             units.append(
                 Derived(
-                    text="\n".join(line.text() for line in run),
+                    text=text,
                     modality="pdf_page",
                     plane="doc_visual",
-                    locator=Locator(kind="bbox", box=box, page=n),
+                    locator=Locator(kind="bbox", box=union([w.box for w in boxed]), page=n),
                     fragment=f"#page={n}",
                     meta=meta,
                 )

@@ -25,6 +25,7 @@ from ..storage.protocols_writes import Word
 from . import deferred
 from .derive import DerivationError, Derived, DeriveOptions, MediaLimits, derive
 from .engine_settings import options_from
+from .page_words import chunk_tables, union
 from .prepare import Prepared
 
 if TYPE_CHECKING:
@@ -33,6 +34,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROGRESS_DERIVED = 0.5  # the progress a running job reports (derivation is most of the work)
+
+
+def chunk_words(p: Prepared, table: list[dict[str, Any]] | None) -> list[list[dict[str, Any]]]:
+    """Each chunk's word table (D-211); a page chunk's box narrows to its own words' union, so
+    a chunk of a long region no longer carries the whole region's box."""
+    if not table:
+        return [[] for _ in p.chunks]
+    spans = p.spans or [(0, len(p.text))]
+    tables = chunk_tables(table, spans)
+    if len(tables) > 1:
+        for i, ((text, loc), t) in enumerate(zip(p.chunks, tables, strict=True)):
+            boxes = [w["box"] for w in t if w.get("box")]
+            if loc is not None and loc.kind == "bbox" and boxes:
+                p.chunks[i] = (text, replace(loc, box=union(boxes)))
+    return tables
 
 
 def derived_hash(d: Derived, source_uri: str, mime: str, object_sha: str) -> str:
@@ -152,20 +168,18 @@ class JobRunner:
                 )
             )
         ing._chunk_and_embed(prepared)
-        self._store(
-            job,
-            prepared,
-            "replace",
-            [d.meta.get("unit_words") for d in derived],
-            [d.meta.get("keyframe_jpeg") for d in derived],
-        )
+        tables = [
+            chunk_words(p, d.meta.get("unit_words")) for p, d in zip(prepared, derived, strict=True)
+        ]
+        keyframes = [d.meta.get("keyframe_jpeg") for d in derived]
+        self._store(job, prepared, "replace", tables, keyframes)
 
     def _store(
         self,
         job: Lease,
         prepared: list[Prepared],
         mode: str,
-        words: list[list[dict[str, Any]] | None] | None = None,
+        words: list[list[list[dict[str, Any]]]] | None = None,
         keyframes: list[bytes | None] | None = None,
     ) -> None:
         """Write a job's embedded Units and complete it, in one transaction under the lease."""
@@ -188,10 +202,11 @@ class JobRunner:
                     check_quota=False,
                     action="ingest.derived",
                 )
-                for o, table in zip(outcomes, words or [], strict=False):
-                    # A Unit split into chunks keeps no word table (its offsets are the parent's).
-                    if table and len(o.unit_ids) == 1:
-                        tx.words.put(o.unit_ids[0], _words(table))
+                for o, tables in zip(outcomes, words or [], strict=False):
+                    # One table per stored chunk, its offsets the chunk's own (chunk_words).
+                    for uid, table in zip(o.unit_ids, tables, strict=False):
+                        if table:
+                            tx.words.put(uid, _words(table))
                 for o, still in zip(outcomes, keyframes or [], strict=False):
                     if still is not None:
                         for uid in o.unit_ids:  # every chunk of a shot shows its frame

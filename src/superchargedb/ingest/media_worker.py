@@ -10,7 +10,9 @@ Tasks:
 - ``image``: header facts (size, format, EXIF) checked against the pixel cap before decoding;
   writes an upright PNG for OCR when the original is not one Tesseract reads as displayed and,
   for scans (``ocr_text_px``), one without dot leaders, resampled so that its text lines are
-  about that tall.
+  about that tall, and (``rules``) without its ruled lines, whose boxes it returns
+  (``page_prep.py``, loaded by path).
+- ``stack``: pieces of an OCR image (turned when asked) on one sheet, to be read again.
 - ``transcribe``: faster-whisper segments with word timestamps (seconds).
 """
 
@@ -158,6 +160,20 @@ def task_pdf(args: dict[str, Any]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- image
 
+
+def page_prep() -> Any:
+    """``page_prep.py`` beside this file, loaded by path: the package is never imported here."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).with_name("page_prep.py")
+    spec = importlib.util.spec_from_file_location("scdb_page_prep", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 MAX_OCR_UPSCALE = 3.0  # beyond this, resampling invents no more detail for Tesseract
 
 
@@ -256,12 +272,13 @@ def leader_mask(ink: Any, line_px: float, min_dots: int = 5) -> Any:
 
 
 def ocr_prepare(
-    img: Any, target_px: float, max_pixels: int
+    img: Any, target_px: float, max_pixels: int, resize: bool = True
 ) -> tuple[Any, float, float | None, int]:
     """A page made easier for Tesseract: grey stored as RGB becomes one channel, dot leaders
     are painted over with the paper's colour, and the page is scaled up so that its text lines
     are about ``target_px`` tall (a 150-dpi render of 10-pt text has ~15-px lines, which
-    Tesseract misreads). Returns (image, scale, measured line height, leader pixels erased)."""
+    Tesseract misreads). Returns (image, scale, measured line height, leader pixels erased);
+    with ``resize`` off the image is returned at its size and the caller scales it."""
     import numpy as np
     from PIL import Image
 
@@ -287,6 +304,8 @@ def ocr_prepare(
     scale = min(MAX_OCR_UPSCALE, target_px / height, (max_pixels / (img.width * img.height)) ** 0.5)
     if scale < 1.2:  # close enough: resampling would cost time and gain nothing
         return img, 1.0, height, erased
+    if not resize:  # the caller scales it (after finding the rules at this size)
+        return img, scale, height, erased
     size = (round(img.width * scale), round(img.height * scale))
     return img.resize(size, Image.Resampling.LANCZOS), scale, height, erased
 
@@ -328,6 +347,7 @@ def task_image(args: dict[str, Any]) -> dict[str, Any]:
     frames = int(getattr(im, "n_frames", 1))
     dpi = im.info.get("dpi")
     ocr_path, ocr_scale, text_px, erased = args["path"], 1.0, None, 0
+    rules: dict[str, list[list[int]]] = {"h": [], "v": []}
     upright = fmt in UPRIGHT_FORMATS and orientation == 1 and im.mode in ("1", "L", "RGB")
     target = float(args.get("ocr_text_px") or 0)
     if not upright or frames > 1 or target:
@@ -339,8 +359,19 @@ def task_image(args: dict[str, Any]) -> dict[str, Any]:
             img = Image.alpha_composite(bg, img).convert("RGB")
         w, h = img.size
         if target:
-            img, ocr_scale, text_px, erased = ocr_prepare(img, target, int(args["max_pixels"]))
-        if not upright or frames > 1 or ocr_scale != 1.0 or erased:
+            img, ocr_scale, text_px, erased = ocr_prepare(
+                img, target, int(args["max_pixels"]), resize=False
+            )
+        mask, pp = None, page_prep() if args.get("rules") else None
+        if pp is not None and text_px:  # found before scaling up: 1/scale^2 of the work
+            mask, found = pp.find_rules(img, text_px)
+            rules = pp.scaled(found, ocr_scale)
+        if ocr_scale != 1.0:
+            size = (round(img.width * ocr_scale), round(img.height * ocr_scale))
+            img = img.resize(size, Image.Resampling.LANCZOS)
+        if pp is not None and mask is not None:
+            img = pp.paint(img, mask)
+        if not upright or frames > 1 or ocr_scale != 1.0 or erased or rules["h"] or rules["v"]:
             ocr_path = f"{args['out_dir']}/ocr.png"
             keep: dict[str, Any] = {}
             if isinstance(dpi, tuple) and len(dpi) == 2 and min(dpi) > 0:
@@ -358,7 +389,24 @@ def task_image(args: dict[str, Any]) -> dict[str, Any]:
         "ocr_scale": ocr_scale,  # ocr_path's pixels per pixel of the (upright) image
         "text_px": text_px,
         "leader_px": erased,
+        "rules": rules,  # ruled lines taken out, boxes in ocr_path's pixels
     }
+
+
+def task_stack(args: dict[str, Any]) -> dict[str, Any]:
+    """Pieces of an OCR image (one this worker wrote) stacked on one sheet (``page_prep.stack``),
+    so that a second look at a few of them costs one Tesseract call."""
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = int(args["max_pixels"])
+    crops = args["crops"][:64]
+    with Image.open(args["path"]) as im:
+        sheet, where = page_prep().stack(im, crops, int(args.get("gap", 32)))
+    if sheet.width * sheet.height > int(args["max_pixels"]):
+        raise ValueError("the pieces to read again are over the pixel limit")
+    out = f"{args['out_dir']}/stack.png"
+    sheet.save(out, compress_level=1)
+    return {"png": out, "where": where}
 
 
 # --------------------------------------------------------------------------- speech
@@ -455,6 +503,7 @@ TASKS = {
     "pdf": task_pdf,
     "pdf_pages": task_pdf_pages,
     "image": task_image,
+    "stack": task_stack,
     "transcribe": task_transcribe,
 }
 

@@ -44,6 +44,7 @@ class Prepared:
     object_sha: str | None = None  # the blob it was derived from, fixed at ingest time
     context: str = ""  # the title line later chunks are embedded and indexed with
     captured_at: int | None = None  # capture time (epoch ms) without any locator offset
+    spans: list[tuple[int, int]] = field(default_factory=list)  # each chunk's [start, end) in text
 
 
 def pydantic_message(exc: PydanticValidationError) -> tuple[str, list[dict[str, Any]]]:
@@ -183,6 +184,7 @@ def chunk_prepared(p: Prepared, chunks: list[Chunk]) -> None:
     """Attach ``(text, locator)`` per chunk; child Locators are relative to the submitted text."""
     if len(chunks) <= 1:
         p.chunks = [(p.text, p.locator)]
+        p.spans = [(0, len(p.text))]
         return
     p.context = title_line(p.text)
     by_lines = p.modality in ("code", "log")
@@ -200,6 +202,7 @@ def chunk_prepared(p: Prepared, chunks: list[Chunk]) -> None:
             loc = Locator(kind="char_span", start=base_char + c.start, end=base_char + c.end)
         out.append((c.text, loc))
     p.chunks = out
+    p.spans = [(c.start, c.end) for c in chunks]
 
 
 def error_result(exc: SCDBError) -> dict[str, Any]:

@@ -117,6 +117,12 @@ class Maintenance(Protocol):
         how many were re-embedded."""
         ...
 
+    def rederive(self) -> int:
+        """Queue again the newest finished derivation of each media request whose Units lack
+        word tables (derived before they were kept, D-215), holding the data dir; returns how
+        many jobs were queued (a worker or the next server runs them)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ChainReport:

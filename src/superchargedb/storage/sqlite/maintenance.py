@@ -32,9 +32,17 @@ def _manifest(m: Mapping[str, Any]) -> BackupManifest:
 
 
 class SqliteMaintenance:
-    def __init__(self, data_dir: Path, synchronous: str = "FULL") -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        synchronous: str = "FULL",
+        lease_s: float = 300.0,
+        max_attempts: int = 3,
+    ) -> None:
         self.data = data_dir
         self.synchronous = synchronous
+        self.lease_s = lease_s
+        self.max_attempts = max_attempts
 
     def backup(self, dest: Path) -> BackupManifest:
         return _manifest(backup_mod.backup(self.data, dest))
@@ -53,6 +61,23 @@ class SqliteMaintenance:
                 return reindex_mod.reindex(
                     catalog, self.data / "index", embedder, progress=lambda n: progress(n, total)
                 )
+            finally:
+                catalog.close()
+        finally:
+            lock.release()
+
+    def rederive(self) -> int:
+        from . import rederive as rd
+        from .jobs import JobQueue
+
+        lock = DataDirLock(self.data)
+        lock.acquire()
+        try:
+            catalog = Catalog(self.data / "catalog.db", self.synchronous)
+            try:
+                queue = JobQueue(catalog, self.lease_s, self.max_attempts)
+                with catalog.write() as conn:
+                    return len(rd.requeue(conn, queue, rd.stale_jobs(conn)))
             finally:
                 catalog.close()
         finally:

@@ -37,6 +37,13 @@ def put(conn: sqlite3.Connection, unit: int, words: Sequence[dict[str, Any]]) ->
     conn.executemany(f"INSERT INTO unit_words({COLUMNS}) VALUES ({','.join('?' * 12)})", rows)
 
 
+def put_for(conn: sqlite3.Connection, unit_id: str, words: Sequence[dict[str, Any]]) -> None:
+    """Replace the words of the Unit with this public id (written in the caller's transaction)."""
+    row = conn.execute("SELECT id FROM units WHERE unit_id = ?", (unit_id,)).fetchone()
+    if row is not None:
+        put(conn, int(row[0]), words)
+
+
 def _word(r: Any) -> dict[str, Any]:
     w: dict[str, Any] = {"start": r["char_start"], "end": r["char_end"]}
     if r["t_start_ms"] is not None:
