@@ -47,6 +47,7 @@ from . import migrations
 from . import outbox as outbox_sql
 from . import units as units_sql
 from . import vectors as vectors_sql
+from .search_store import PgSearchStore
 
 
 class _Tx:
@@ -204,6 +205,10 @@ class PgBackend:
     @property
     def jobs(self) -> _Jobs:
         return _Jobs(self)
+
+    @property
+    def search(self) -> PgSearchStore:
+        return PgSearchStore(self._conn, self.exact_max)
 
     @property
     def outbox(self) -> _Outbox:
