@@ -21,6 +21,7 @@ if pg_stack.available():
 
 import psycopg  # noqa: E402
 
+from superchargedb.storage.postgres import migrations  # noqa: E402
 from superchargedb.storage.postgres.backend import PgBackend  # noqa: E402
 
 DIM = 8
@@ -108,6 +109,34 @@ def test_a_failed_job_is_retried_until_its_attempts_run_out(tmp_path: Path) -> N
         b.close()
 
 
+def test_a_failed_jobs_document_stops_counting_unless_it_has_units(tmp_path: Path) -> None:
+    """As in the embedded queue: a job that fails for good (by ``fail`` or by its last lease
+    expiring) releases the document it reserved, but not one that holds Units already."""
+    b = open_(pg_stack.database(tmp_path), tmp_path, max_attempts=1, lease_s=0.05)
+    try:
+        with b.write() as tx:
+            for doc in ("d-empty", "d0", "d-expired"):
+                tx.docs.reserve([("acme", doc, "alice")], "alice", 1)
+                tx.jobs.enqueue(
+                    JobSpec("derive", "acme", "alice", "alice", (), doc, f'{{"doc_id": "{doc}"}}')
+                )
+            tx.units.insert(unit(0), np.ones(DIM, dtype=np.float32))  # d0 has a Unit
+        assert b.quota.docs_used("alice") == 3
+        for _ in range(2):
+            lease = b.jobs.claim()
+            assert lease is not None
+            assert b.jobs.fail(lease, "bad input", retry=True) == "failed"  # no attempt left
+        assert b.quota.unknown_docs([("acme", "d-empty", "alice"), ("acme", "d0", "alice")]) == {
+            ("acme", "d-empty", "alice")
+        }
+        assert b.jobs.claim() is not None  # d-expired, whose lease then runs out
+        threading.Event().wait(0.1)
+        assert b.jobs.claim() is None  # the expired last attempt failed instead
+        assert b.quota.docs_used("alice") == 1
+    finally:
+        b.close()
+
+
 def test_outbox_statistics_equal_the_postings_after_concurrent_writers(tmp_path: Path) -> None:
     """Writers commit while other processes apply the outbox; every row is applied exactly
     once, so the derived statistics equal what the postings say."""
@@ -147,7 +176,8 @@ def test_migrators_racing_on_a_fresh_database_apply_once(tmp_path: Path) -> None
     for b in opened:
         b.close()
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        got = conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
+    assert got == [(v,) for v, _, _ in migrations.MIGRATIONS]  # each step once
     with pytest.raises(ValueError, match="8-d"):
         PgBackend.open(url, dim=16, model_id="m", audit_key=bytes(32), objects_dir=tmp_path)
 

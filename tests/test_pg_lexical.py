@@ -84,6 +84,8 @@ def corpus(n: int = 400) -> list[UnitRecord]:
                 acl_groups=groups,
                 content_hash=hashlib.sha256(str(i).encode()).hexdigest(),
                 created_at=1_700_000_000_000 + i,
+                # A later chunk's title line: FTS5's second column, phrases within it only.
+                context="" if i % 17 == 0 or i % 5 else f"{rng.choice(WORDS)} err_7731 report",
             )
         )
     return out

@@ -52,13 +52,22 @@ def acl_len(scope: str, groups: Iterable[str]) -> int:
     return len(ancestors(scope)) + 1 + len(set(groups))
 
 
-def postings(text: str) -> tuple[dict[str, tuple[int, list[int]]], int]:
-    """``term -> (tf, positions)`` of ``text`` and its token count."""
-    toks = tokenizer().tokens(text)
+def postings(text: str, context: str = "") -> tuple[dict[str, tuple[int, list[int]]], int]:
+    """``term -> (tf, positions)`` of a Unit's ``text`` and ``context`` (the title line a later
+    chunk carries: FTS5's second indexed column) and their token count. The context's positions
+    follow the text's after a gap of one, so no phrase matches across the two columns."""
+    tok = tokenizer()
+    toks = tok.tokens(text)
     pos: dict[str, list[int]] = {}
     for i, t in enumerate(toks):
         pos.setdefault(t, []).append(i)
-    return {t: (min(len(p), TF_MAX), p) for t, p in pos.items()}, len(toks)
+    n = len(toks)
+    if context:
+        ctx = tok.tokens(context)
+        for i, t in enumerate(ctx, n + 1):
+            pos.setdefault(t, []).append(i)
+        n += len(ctx)
+    return {t: (min(len(p), TF_MAX), p) for t, p in pos.items()}, n
 
 
 def _phrases(query: str) -> list[tuple[int, tuple[str, ...]]]:
