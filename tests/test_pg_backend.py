@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import pg_stack
+from superchargedb.errors import ConflictError
 from superchargedb.readfilter import ReadFilter
 from superchargedb.storage.protocols import JobSpec, UnitRecord
-from superchargedb.types import Locator
+from superchargedb.types import Locator, Principal
 
 if pg_stack.available():
     pytest.skip(pg_stack.available() or "", allow_module_level=True)
@@ -255,8 +256,6 @@ def test_a_units_locator_and_optional_fields_round_trip(tmp_path: Path, loc: Loc
 
 
 def test_a_duplicate_unit_id_is_a_conflict_and_nothing_of_its_write_stays(tmp_path: Path) -> None:
-    from superchargedb.errors import ConflictError
-
     b = open_(pg_stack.database(tmp_path), tmp_path)
     try:
         with b.write() as tx:
@@ -270,5 +269,26 @@ def test_a_duplicate_unit_id_is_a_conflict_and_nothing_of_its_write_stays(tmp_pa
         assert b.kv.get("k") is None
         rf = ReadFilter("alice", ("acme",), frozenset(), ("text",))
         assert b.units.get("u2", rf) is None
+    finally:
+        b.close()
+
+
+def test_a_taken_principal_name_fails_only_its_statement(tmp_path: Path) -> None:
+    """As in SQLite, where a failed statement leaves its transaction usable: the 409 of a taken
+    name, caught inside the write, keeps what the write did before and after it."""
+
+    def person(name: str, pid: str) -> Principal:
+        return Principal(pid, name, frozenset({"read"}), "pro", ("acme",), "acme", frozenset())
+
+    b = open_(pg_stack.database(tmp_path), tmp_path)
+    try:
+        with b.write() as tx:
+            tx.principals.insert(person("alice", "p-1"), 1)
+            with pytest.raises(ConflictError, match="alice"):
+                tx.principals.insert(person("alice", "p-2"), 2)
+            tx.principals.insert(person("bob", "p-3"), 3)
+            tx.audit.append("operator", "principal.create", {"n": 2})
+        assert [s.principal.id for s in b.principals.every()] == ["p-1", "p-3"]
+        assert b.audit.verify().ok
     finally:
         b.close()

@@ -236,7 +236,7 @@ def postgres_kind(lease_s: float = 300.0) -> Kind:
 PENDING: dict[str, dict[str, str]] = {
     "postgres": {
         area: "not yet implemented on PostgreSQL (the server-stack issue)"
-        for area in ("auth", "reads")
+        for area in ("reads",)
     },
 }
 

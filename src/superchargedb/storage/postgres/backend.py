@@ -37,8 +37,9 @@ from ..protocols import (
     UnitRecord,
     Vector,
 )
+from ..protocols_auth import AuthStore
 from ..protocols_search import SearchStore
-from ..protocols_writes import BulkLoad
+from ..protocols_writes import BulkLoad, WriteStore
 from ..sqlite.objects import FileBlobStore
 from . import audit as audit_sql
 from . import jobs as jobs_sql
@@ -47,7 +48,9 @@ from . import migrations
 from . import outbox as outbox_sql
 from . import units as units_sql
 from . import vectors as vectors_sql
+from .principals import PgPrincipals
 from .search_store import PgSearchStore
+from .sessions import PgSessions
 from .sql import OnPool
 from .write_rows import PgDocs, PgQuota
 from .writes import PgTx
@@ -171,6 +174,14 @@ class PgBackend:
     @property
     def quota(self) -> PgQuota:
         return PgQuota(OnPool(self._conn))
+
+    @property
+    def principals(self) -> PgPrincipals:
+        return PgPrincipals(OnPool(self._conn))
+
+    @property
+    def sessions(self) -> PgSessions:
+        return PgSessions(OnPool(self._conn))
 
     @property
     def bulk(self) -> PgBulkLoad:
@@ -338,5 +349,7 @@ class _Objects:
 
 if TYPE_CHECKING:  # mypy checks this backend against the seam
     _backend: type[Backend] = PgBackend
+    _writes: type[WriteStore] = PgBackend
+    _auth: type[AuthStore] = PgBackend
     _search: type[SearchStore] = PgSearchStore
     _bulk: type[BulkLoad] = PgBulkLoad

@@ -191,9 +191,51 @@ CREATE INDEX jobs_runnable ON jobs (created_at, seq) WHERE state IN ('queued', '
 """
 
 
+def _m003_auth(dim: int) -> str:
+    """Principals, their API keys (hashed) and the console's sessions (``protocols_auth.py``):
+    the system of record's, beside the Units whose visibility they decide."""
+    return """
+CREATE TABLE principals (
+  id text PRIMARY KEY,
+  name text NOT NULL UNIQUE,
+  perms text[] NOT NULL,
+  tier text NOT NULL,
+  scopes text[] NOT NULL,
+  active_scope text NOT NULL,
+  groups text[] NOT NULL,
+  doc_quota bigint,
+  created_at bigint NOT NULL,
+  disabled boolean NOT NULL DEFAULT false
+);
+CREATE TABLE api_keys (
+  id text PRIMARY KEY,
+  principal_id text NOT NULL REFERENCES principals (id),
+  key_hash text NOT NULL UNIQUE,  -- sha256 hex; the key itself is never stored
+  prefix text NOT NULL,
+  created_at bigint NOT NULL,
+  expires_at bigint,
+  revoked_at bigint,
+  last_used_at bigint,
+  issued_by text
+);
+CREATE INDEX api_keys_principal ON api_keys (principal_id, created_at);
+CREATE TABLE console_sessions (
+  token_hash text PRIMARY KEY,  -- sha256 hex of the cookie value; never the value
+  principal_id text NOT NULL REFERENCES principals (id),
+  key_id text NOT NULL REFERENCES api_keys (id),
+  created_at bigint NOT NULL,
+  last_seen_at bigint NOT NULL,
+  expires_at bigint NOT NULL  -- absolute end, whatever the activity
+);
+CREATE INDEX console_sessions_key ON console_sessions (key_id);
+CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);
+"""
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
     (1, "base", _m001_base),
     (2, "writes", _m002_writes),
+    (3, "auth", _m003_auth),
 ]
 
 

@@ -21,6 +21,7 @@ from ..protocols import JobRecord, JobSpec, Lease, UnitRecord, Vector
 from . import audit as audit_sql
 from . import jobs as jobs_sql
 from . import units as units_sql
+from .principals import PgPrincipalWriter
 from .sql import OnCursor
 from .write_rows import PgDocs, PgObjectRows, PgQuota, PgUsage, PgWords
 
@@ -50,6 +51,10 @@ class PgTx:
     @property
     def kv(self) -> PgTx:
         return self
+
+    @property
+    def principals(self) -> PgPrincipalWriter:  # AuthTx (protocols_auth.py)
+        return PgPrincipalWriter(self.cur)
 
     @property
     def docs(self) -> PgDocs:
@@ -147,6 +152,8 @@ class PgTxAudit:
 
 
 if TYPE_CHECKING:  # mypy checks the transaction against the seam
+    from ..protocols_auth import AuthTx
     from ..protocols_writes import StoreTx
 
     _tx: type[StoreTx] = PgTx
+    _auth_tx: type[AuthTx] = PgTx
