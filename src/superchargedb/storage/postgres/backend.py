@@ -48,12 +48,15 @@ from . import migrations
 from . import outbox as outbox_sql
 from . import units as units_sql
 from . import vectors as vectors_sql
+from .audit_trail import PgAuditTrail
+from .counts import PgCounts
+from .job_views import PgJobViews
 from .principals import PgPrincipals
 from .search_store import PgSearchStore
 from .sessions import PgSessions
 from .sql import OnPool
 from .write_rows import PgDocs, PgQuota
-from .writes import PgTx
+from .writes import PgTx, TxConfig
 
 
 class PgBackend:
@@ -71,12 +74,15 @@ class PgBackend:
         max_attempts: int,
         exact_max: int,
         application_name: str,
+        audit_anchor: Path | None = None,
     ) -> None:
         self.url, self.pool, self.blobs = url, pool, blobs
         self.audit_key, self.model_id = audit_key, model_id
         self.lease_ms = int(lease_s * 1000)
         self.max_attempts, self.exact_max = max_attempts, exact_max
         self.application_name = application_name
+        self.audit_anchor = audit_anchor  # the signed audit head kept outside the database
+        self.tx_config = TxConfig(model_id, audit_key, max_attempts)
 
     @classmethod
     def open(
@@ -91,6 +97,7 @@ class PgBackend:
         max_attempts: int = 3,
         exact_max: int = vectors_sql.EXACT_MAX,
         pool_size: int = 8,
+        audit_anchor: Path | None = None,
     ) -> PgBackend:
         """Migrate the database (once, whoever comes first), open a pool and apply what the
         outbox holds unapplied (a process that died between its commit and its replay)."""
@@ -121,6 +128,7 @@ class PgBackend:
             max_attempts=max_attempts,
             exact_max=exact_max,
             application_name=app,
+            audit_anchor=audit_anchor,
         )
         b.outbox.replay()
         return b
@@ -184,6 +192,18 @@ class PgBackend:
         return PgSessions(OnPool(self._conn))
 
     @property
+    def counts(self) -> PgCounts:
+        return PgCounts(self._conn)
+
+    @property
+    def job_views(self) -> PgJobViews:
+        return PgJobViews(self._conn)
+
+    @property
+    def audit_trail(self) -> PgAuditTrail:
+        return PgAuditTrail(self._conn, self.audit_key, self.audit_anchor)
+
+    @property
     def bulk(self) -> PgBulkLoad:
         return PgBulkLoad(self)
 
@@ -201,7 +221,7 @@ class PgBackend:
             # Pipeline mode: statements whose results nobody reads (inserts) are sent without
             # waiting for each reply; a read (a delete's RETURNING, the audit head) syncs first.
             with self._conn() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cur:
-                yield PgTx(self, cur)
+                yield PgTx(self.tx_config, cur)
         except psycopg.errors.UniqueViolation as exc:
             raise ConflictError(
                 "the write collides with a stored key", constraint=exc.diag.constraint_name

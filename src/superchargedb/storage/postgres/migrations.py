@@ -232,10 +232,20 @@ CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);
 """
 
 
+def _m004_reads(dim: int) -> str:
+    """What the facade's views read (``protocols_reads.py``): jobs by scope (tenant counts) and
+    in listing order, ``(created_at, id)`` in byte order as the keyset compares them."""
+    return """
+CREATE INDEX jobs_scope ON jobs (scope);
+CREATE INDEX jobs_listing ON jobs (created_at, (id COLLATE "C"));
+"""
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
     (1, "base", _m001_base),
     (2, "writes", _m002_writes),
     (3, "auth", _m003_auth),
+    (4, "reads", _m004_reads),
 ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -25,15 +26,22 @@ from .principals import PgPrincipalWriter
 from .sql import OnCursor
 from .write_rows import PgDocs, PgObjectRows, PgQuota, PgUsage, PgWords
 
-if TYPE_CHECKING:
-    from .backend import PgBackend
+
+@dataclass(frozen=True)
+class TxConfig:
+    """What a write needs of its backend: the model its vectors are of, the audit chain's key,
+    a new job's attempts."""
+
+    model_id: str
+    audit_key: bytes
+    max_attempts: int
 
 
 class PgTx:
     """The Protocols' ``StoreTx`` (and ``AuthTx``) over one open PostgreSQL transaction."""
 
-    def __init__(self, b: PgBackend, cur: psycopg.Cursor[Any]) -> None:
-        self.b, self.cur = b, cur
+    def __init__(self, c: TxConfig, cur: psycopg.Cursor[Any]) -> None:
+        self.c, self.cur = c, cur
         self.sql = OnCursor(cur)
 
     @property
@@ -42,11 +50,11 @@ class PgTx:
 
     @property
     def jobs(self) -> PgTxJobs:
-        return PgTxJobs(self.b, self.cur)
+        return PgTxJobs(self.c, self.cur)
 
     @property
     def audit(self) -> PgTxAudit:
-        return PgTxAudit(self.b, self.cur)
+        return PgTxAudit(self.c, self.cur)
 
     @property
     def kv(self) -> PgTx:
@@ -78,15 +86,15 @@ class PgTx:
 
     # UnitWriter
     def insert(self, unit: UnitRecord, vector: Vector) -> None:
-        units_sql.insert(self.cur, unit, vector, self.b.model_id)
+        units_sql.insert(self.cur, unit, vector, self.c.model_id)
 
     def insert_many(self, units: Sequence[UnitRecord], vectors: Vector) -> None:
-        units_sql.insert_many(self.cur, units, vectors, self.b.model_id)
+        units_sql.insert_many(self.cur, units, vectors, self.c.model_id)
 
     def import_batch(self, units: Sequence[UnitRecord], vectors: Vector, actor: str) -> int:
         # An imported Unit is whole (one chunk), as the embedded backend's bulk rows store it.
         whole = [dataclasses.replace(u, chunk_index=0, chunk_count=1) for u in units]
-        got = units_sql.insert_new(self.cur, whole, vectors, self.b.model_id)
+        got = units_sql.insert_new(self.cur, whole, vectors, self.c.model_id)
         stored = [whole[i] for i, _ in got]
         docs = {(u.scope, u.doc_id, u.acl_owner) for u in stored}
         now = units[0].created_at if units else 0
@@ -127,11 +135,11 @@ class PgTx:
 
 
 class PgTxJobs:
-    def __init__(self, b: PgBackend, cur: psycopg.Cursor[Any]) -> None:
-        self.b, self.cur = b, cur
+    def __init__(self, c: TxConfig, cur: psycopg.Cursor[Any]) -> None:
+        self.c, self.cur = c, cur
 
     def enqueue(self, spec: JobSpec) -> str:
-        return jobs_sql.enqueue(self.cur, spec, self.b.max_attempts)
+        return jobs_sql.enqueue(self.cur, spec, self.c.max_attempts)
 
     def find(self, dedupe_key: str) -> JobRecord | None:
         return jobs_sql.find(self.cur, dedupe_key)
@@ -144,11 +152,11 @@ class PgTxJobs:
 
 
 class PgTxAudit:
-    def __init__(self, b: PgBackend, cur: psycopg.Cursor[Any]) -> None:
-        self.b, self.cur = b, cur
+    def __init__(self, c: TxConfig, cur: psycopg.Cursor[Any]) -> None:
+        self.c, self.cur = c, cur
 
     def append(self, actor: Principal | str, action: str, record: Mapping[str, object]) -> str:
-        return audit_sql.append(self.cur, self.b.audit_key, actor, action, record)
+        return audit_sql.append(self.cur, self.c.audit_key, actor, action, record)
 
 
 if TYPE_CHECKING:  # mypy checks the transaction against the seam
