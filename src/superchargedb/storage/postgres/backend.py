@@ -1,12 +1,13 @@
 """The storage Protocols over one PostgreSQL database (``Backend`` in ``protocols.py``).
 
-A thin layer over the modules beside it (units, vectors, lexical, outbox, jobs, audit): it owns
-the connection pool and the one write path, and turns rows into domain records so that what
-crosses the seam is plain data. Pool connections are autocommit: a read is one statement (no
-BEGIN/COMMIT round trips); whatever needs a transaction opens one (``write()``, claims, the
-HNSW scan's ``SET LOCAL``s). Server-side prepared statements are off, so every statement is
-planned with its parameters (a generic plan would hide a filter's selectivity from the
-planner, and the plane's partial index from the HNSW scan).
+A thin layer over the modules beside it (the small readers of ``parts.py``, the search view, the
+write transaction of ``writes.py``, the auth and read stores): it owns the connection pool and
+the one write path, so that what crosses the seam is plain data. Pool connections are
+autocommit: a read is one statement (no BEGIN/COMMIT round trips); whatever needs a transaction
+opens one (``write()``, claims, the HNSW scan's ``SET LOCAL``s). Server-side prepared
+statements are off, so every statement is planned with its parameters (a generic plan would
+hide a filter's selectivity from the planner, and the plane's partial index from the HNSW
+scan).
 
 Blobs are the embedded file store (``storage/sqlite/objects.py``: content-addressed files under
 ``objects_dir``) until the S3 store lands (D-205).
@@ -15,7 +16,7 @@ Blobs are the embedded file store (``storage/sqlite/objects.py``: content-addres
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,32 +26,27 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
 from ...errors import ConflictError
-from ...readfilter import ReadFilter
-from ..protocols import (
-    AuditReport,
-    Backend,
-    BlobInfo,
-    JobRecord,
-    JobState,
-    Lease,
-    Scored,
-    UnitRecord,
-    Vector,
-)
+from ..protocols import Backend
 from ..protocols_auth import AuthStore
 from ..protocols_search import SearchStore
 from ..protocols_writes import BulkLoad, WriteStore
 from ..sqlite.objects import FileBlobStore
-from . import audit as audit_sql
-from . import jobs as jobs_sql
-from . import lexical as lexical_sql
 from . import migrations
-from . import outbox as outbox_sql
-from . import units as units_sql
 from . import vectors as vectors_sql
 from .audit_trail import PgAuditTrail
 from .counts import PgCounts
 from .job_views import PgJobViews
+from .parts import (
+    PgAudit,
+    PgBulkLoad,
+    PgJobs,
+    PgKV,
+    PgLexical,
+    PgObjects,
+    PgOutbox,
+    PgUnits,
+    PgVectors,
+)
 from .principals import PgPrincipals
 from .search_store import PgSearchStore
 from .sessions import PgSessions
@@ -140,40 +136,40 @@ class PgBackend:
 
     # -- the Protocols' attributes (small objects over this one) ---------------------------
     @property
-    def units(self) -> _Units:
-        return _Units(self)
+    def units(self) -> PgUnits:
+        return PgUnits(self._conn)
 
     @property
-    def vectors(self) -> _Vectors:
-        return _Vectors(self)
+    def vectors(self) -> PgVectors:
+        return PgVectors(self._conn, self.exact_max)
 
     @property
-    def lexical(self) -> _Lexical:
-        return _Lexical(self)
+    def lexical(self) -> PgLexical:
+        return PgLexical(self._conn)
 
     @property
-    def audit(self) -> _Audit:
-        return _Audit(self)
+    def audit(self) -> PgAudit:
+        return PgAudit(self._conn, self.audit_key)
 
     @property
-    def jobs(self) -> _Jobs:
-        return _Jobs(self)
+    def jobs(self) -> PgJobs:
+        return PgJobs(self._conn, self.lease_ms)
 
     @property
     def search(self) -> PgSearchStore:
         return PgSearchStore(self._conn, self.exact_max)
 
     @property
-    def outbox(self) -> _Outbox:
-        return _Outbox(self)
+    def outbox(self) -> PgOutbox:
+        return PgOutbox(self._conn)
 
     @property
-    def objects(self) -> _Objects:
-        return _Objects(self.blobs)
+    def objects(self) -> PgObjects:
+        return PgObjects(self.blobs)
 
     @property
-    def kv(self) -> _KV:
-        return _KV(self)
+    def kv(self) -> PgKV:
+        return PgKV(self._conn)
 
     @property
     def docs(self) -> PgDocs:
@@ -205,7 +201,7 @@ class PgBackend:
 
     @property
     def bulk(self) -> PgBulkLoad:
-        return PgBulkLoad(self)
+        return PgBulkLoad(self.outbox)
 
     @contextmanager
     def ordered(self) -> Iterator[None]:
@@ -229,142 +225,6 @@ class PgBackend:
 
     def close(self) -> None:
         self.pool.close()
-
-
-class _Part:
-    def __init__(self, b: PgBackend) -> None:
-        self.b = b
-
-
-class _Units(_Part):
-    def get(self, unit_id: str, rf: ReadFilter) -> UnitRecord | None:
-        with self.b._conn() as conn:
-            return units_sql.get(conn, unit_id, rf)
-
-    def generations(self, scopes: Sequence[str]) -> Mapping[str, int]:
-        with self.b._conn() as conn:
-            return units_sql.generations(conn, scopes)
-
-
-class _Vectors(_Part):
-    def search(self, plane: str, vector: Vector, k: int, rf: ReadFilter) -> list[Scored]:
-        with self.b._conn() as conn:
-            return vectors_sql.search(conn, plane, vector, k, rf, self.b.exact_max)[0]
-
-    def search_planned(
-        self, plane: str, vector: Vector, k: int, rf: ReadFilter
-    ) -> tuple[list[Scored], vectors_sql.Plan]:
-        """:meth:`search` and the plan it took (benchmarks and plan tests)."""
-        with self.b._conn() as conn:
-            return vectors_sql.search(conn, plane, vector, k, rf, self.b.exact_max)
-
-    def explain(self, plane: str, vector: Vector, k: int, rf: ReadFilter) -> tuple[str, str]:
-        """The plan :meth:`search` takes here and PostgreSQL's EXPLAIN of its statement."""
-        with self.b._conn() as conn:
-            return vectors_sql.explain(conn, plane, vector, k, rf, self.b.exact_max)
-
-    def count(self, plane: str) -> int:
-        with self.b._conn() as conn:
-            return vectors_sql.count(conn, plane)
-
-
-class _Lexical(_Part):
-    def search(self, query: str, k: int, rf: ReadFilter) -> list[Scored]:
-        with self.b._conn() as conn:
-            return lexical_sql.search(conn, query, k, rf)
-
-
-class _Outbox(_Part):
-    def head(self) -> int:
-        with self.b._conn() as conn:
-            return outbox_sql.head(conn)
-
-    def applied(self) -> int:
-        with self.b._conn() as conn:
-            return outbox_sql.applied(conn)
-
-    def replay(self) -> int:
-        with self.b._conn() as conn:
-            return outbox_sql.replay(conn)
-
-
-class _Audit(_Part):
-    def verify(self) -> AuditReport:
-        with self.b._conn() as conn:
-            return audit_sql.verify(conn, self.b.audit_key)
-
-
-class _Jobs(_Part):
-    @property
-    def lease_s(self) -> float:
-        return self.b.lease_ms / 1000
-
-    def claim(self) -> Lease | None:
-        with self.b._conn() as conn:
-            return jobs_sql.claim(conn, self.b.lease_ms)
-
-    def heartbeat(self, lease: Lease, progress: float) -> None:
-        with self.b._conn() as conn:
-            jobs_sql.heartbeat(conn, lease, progress, self.b.lease_ms)
-
-    def fail(self, lease: Lease, error: str, *, retry: bool) -> JobState:
-        with self.b._conn() as conn:
-            return jobs_sql.fail(conn, lease, error, retry=retry)
-
-    def get(self, job_id: str) -> JobRecord | None:
-        with self.b._conn() as conn:
-            return jobs_sql.get(conn, job_id)
-
-    def depth(self) -> Mapping[str, int]:
-        with self.b._conn() as conn:
-            return jobs_sql.depth(conn)
-
-
-class PgBulkLoad(_Part):
-    """``BulkLoad``: nothing trails a commit here but the BM25 statistics (the HNSW entries and
-    postings are written in the batch's own transaction), so the apply is the outbox replay and
-    there is nothing to wait for or to checkpoint (D-241)."""
-
-    @contextmanager
-    def tuned(self, cache_mb: int) -> Iterator[None]:
-        yield  # the server's shared buffers serve every connection; nothing per writer
-
-    def apply_behind(self) -> None:
-        self.b.outbox.replay()
-
-    def wait_behind(self) -> None:
-        pass
-
-    def checkpoint(self) -> None:
-        self.b.outbox.replay()  # durable at each commit; the statistics caught up
-
-
-class _KV(_Part):
-    def get(self, key: str) -> str | None:
-        with self.b._conn() as conn:
-            row = conn.execute("SELECT value FROM kv WHERE key = %s", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-
-class _Objects:
-    """The ObjectStore over the embedded file blob store (D-205)."""
-
-    def __init__(self, blobs: FileBlobStore) -> None:
-        self.blobs = blobs
-
-    def put(self, chunks: Iterable[bytes], max_bytes: int) -> BlobInfo:
-        sha, size = self.blobs.put(chunks, max_bytes)  # 413 past max_bytes, nothing kept
-        return BlobInfo(sha, size)
-
-    def read(self, sha256: str, start: int = 0, end: int | None = None) -> bytes:
-        with open(self.blobs.path(sha256), "rb") as f:
-            f.seek(start)
-            return f.read(-1 if end is None else max(0, end - start))
-
-    def info(self, sha256: str) -> BlobInfo | None:
-        if not self.blobs.exists(sha256):
-            return None
-        return BlobInfo(sha256, self.blobs.path(sha256).stat().st_size)
 
 
 if TYPE_CHECKING:  # mypy checks this backend against the seam
