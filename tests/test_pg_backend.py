@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import pg_stack
-from superchargedb.errors import ConflictError
+from superchargedb.errors import ConflictError, ValidationError
 from superchargedb.readfilter import ReadFilter
 from superchargedb.storage.protocols import JobSpec, UnitRecord
+from superchargedb.storage.protocols_writes import UsageCount
 from superchargedb.types import Locator, Principal
 
 if pg_stack.available():
@@ -290,5 +291,48 @@ def test_a_taken_principal_name_fails_only_its_statement(tmp_path: Path) -> None
             tx.audit.append("operator", "principal.create", {"n": 2})
         assert [s.principal.id for s in b.principals.every()] == ["p-1", "p-3"]
         assert b.audit.verify().ok
+    finally:
+        b.close()
+
+
+def test_nul_bytes_in_the_write_sides_values_never_reach_the_driver(tmp_path: Path) -> None:
+    """PostgreSQL text cannot hold a NUL byte (D-207): a value to be stored with one is a 422
+    with nothing written; a lookup or a removal by one finds nothing, as for any unknown key."""
+    b = open_(pg_stack.database(tmp_path), tmp_path)
+    bad = "x\0y"
+    try:
+        refused = [
+            lambda tx: tx.principals.insert(
+                Principal("p-1", bad, frozenset({"read"}), "pro", ("acme",), "acme", frozenset()),
+                1,
+            ),
+            lambda tx: tx.principals.add_key(
+                "k", "p", "h" * 64, bad, created_at=1, expires_at=None, issued_by=None
+            ),
+            lambda tx: tx.usage.add([UsageCount(bad, 1, "/v1/search", 1, 0)]),
+            lambda tx: tx.jobs.enqueue(JobSpec("k", "acme", bad, "a", (), "d", "{}")),
+            lambda tx: tx.units.set_groups(["u1"], [bad]),
+        ]
+        for step in refused:
+            with pytest.raises(ValidationError, match="NUL"), b.write() as tx:
+                tx.audit.append("operator", "before", {})
+                step(tx)
+        with pytest.raises(ValidationError):
+            b.sessions.start(bad, "p", "k", at=1, expires_at=2)
+        with b.write() as tx:  # lookups and removals by such a value: nothing there
+            assert tx.docs.find([("acme", bad, "a", "h")]) == [[]]
+            assert tx.docs.in_scopes(["acme"], unit_id=bad) == []
+            assert tx.quota.unknown_docs([("acme", bad, "a")]) == {("acme", bad, "a")}
+            assert tx.jobs.find(bad) is None
+            assert tx.units.delete([bad]) == []
+            tx.words.put(bad, [])
+            tx.object_rows.remove(bad, "a")
+            tx.principals.revoke_key(bad, 1)
+            tx.docs.reserve([("acme", bad, "a")], "a", 1)
+        assert b.principals.named(bad) is None and b.principals.by_key_hash(bad) is None
+        assert b.sessions.find(bad) is None and not b.sessions.end(bad, "p")
+        assert b.jobs.get(bad) is None
+        assert b.audit.verify().records == 0  # each refused write rolled back whole
+        assert b.quota.docs_used("a") == 0
     finally:
         b.close()

@@ -23,12 +23,14 @@ from typing import Any, cast
 import psycopg
 
 from ..protocols import JobRecord, JobSpec, JobState, Lease, LeaseLostError
+from .sql import refuse_nul
 
 NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 _OWNER = json.dumps({"host": socket.gethostname(), "pid": os.getpid()}, separators=(",", ":"))
 
 
 def enqueue(cur: psycopg.Cursor[Any], spec: JobSpec, max_attempts: int) -> str:
+    refuse_nul("a job", *vars(spec).values())
     job_id = "j_" + uuid.uuid4().hex
     cur.execute(
         "INSERT INTO jobs(id, kind, state, payload, principal, scope, acl_owner, acl_groups,"
@@ -155,12 +157,16 @@ def fail(conn: psycopg.Connection[Any], lease: Lease, error: str, *, retry: bool
 
 
 def get(conn: psycopg.Connection[Any], job_id: str) -> JobRecord | None:
+    if "\0" in job_id:
+        return None
     r = conn.execute(f"SELECT {_RECORD} FROM jobs WHERE id = %s", (job_id,)).fetchone()
     return None if r is None else record(r)
 
 
 def find(cur: psycopg.Cursor[Any], dedupe_key: str) -> JobRecord | None:
     """The newest job queued under ``dedupe_key`` that has not failed."""
+    if "\0" in dedupe_key:
+        return None
     r = cur.execute(
         f"SELECT {_RECORD} FROM jobs WHERE dedupe_key = %s AND state != 'failed'"
         " ORDER BY created_at DESC, seq DESC LIMIT 1",
@@ -170,6 +176,7 @@ def find(cur: psycopg.Cursor[Any], dedupe_key: str) -> JobRecord | None:
 
 
 def set_groups(cur: psycopg.Cursor[Any], job_id: str, groups: Sequence[str]) -> None:
+    refuse_nul("a job's groups", job_id, list(groups))
     cur.execute("UPDATE jobs SET acl_groups = %s WHERE id = %s", (sorted(set(groups)), job_id))
 
 

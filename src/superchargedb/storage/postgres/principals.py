@@ -23,7 +23,7 @@ from ...readfilter import within_any
 from ...types import Principal
 from ..protocols_auth import Credential, KeyRecord, PrincipalState
 from .filter_sql import acl_sql, scope_sql
-from .sql import OnCursor, Row, Sql
+from .sql import OnCursor, Row, Sql, refuse_nul
 
 PRINCIPAL = "p.id, p.name, p.perms, p.tier, p.scopes, p.active_scope, p.groups, p.doc_quota"
 _N = PRINCIPAL.count(",") + 1
@@ -176,6 +176,7 @@ class PgPrincipalWriter(PgPrincipals):
 
     def insert(self, principal: Principal, created_at: int) -> None:
         p = principal
+        refuse_nul("a principal", *vars(p).values())
         stmt = (
             "INSERT INTO principals(id, name, perms, tier, scopes, active_scope, groups,"
             " doc_quota, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
@@ -200,6 +201,7 @@ class PgPrincipalWriter(PgPrincipals):
 
     def update(self, principal: Principal, disabled: bool) -> None:
         p = principal
+        refuse_nul("a principal", *vars(p).values())
         self.sql.do(
             "UPDATE principals SET perms = %s, tier = %s, scopes = %s, active_scope = %s,"
             " groups = %s, doc_quota = %s, disabled = %s WHERE id = %s",
@@ -226,6 +228,7 @@ class PgPrincipalWriter(PgPrincipals):
         expires_at: int | None,
         issued_by: str | None,
     ) -> None:
+        refuse_nul("an API key", key_id, principal_id, key_hash, prefix, issued_by)
         self.sql.do(
             "INSERT INTO api_keys(id, principal_id, key_hash, prefix, created_at, expires_at,"
             " issued_by) VALUES (%s, %s, %s, %s, %s, %s, %s)",
@@ -233,10 +236,14 @@ class PgPrincipalWriter(PgPrincipals):
         )
 
     def revoke_key(self, key_id: str, at: int) -> None:
+        if _nul(key_id):
+            return  # no key has that id
         self.sql.do(
             "UPDATE api_keys SET revoked_at = %s WHERE id = %s AND revoked_at IS NULL",
             [at, key_id],
         )
 
     def set_key_expiry(self, key_id: str, expires_at: int) -> None:
+        if _nul(key_id):
+            return
         self.sql.do("UPDATE api_keys SET expires_at = %s WHERE id = %s", [expires_at, key_id])

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from ..protocols_auth import SessionState
 from .principals import PRINCIPAL, principal_of
-from .sql import Sql
+from .sql import Sql, refuse_nul
 
 _N = PRINCIPAL.count(",") + 1
 
@@ -25,6 +25,7 @@ class PgSessions:
     def start(
         self, token_hash: str, principal_id: str, key_id: str, *, at: int, expires_at: int
     ) -> None:
+        refuse_nul("a session", token_hash, principal_id, key_id)
         self.sql.do(
             "WITH gone AS (DELETE FROM console_sessions WHERE expires_at <= %s)"
             " INSERT INTO console_sessions(token_hash, principal_id, key_id, created_at,"

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import psycopg
 
+from ...errors import ValidationError
+
 Row = tuple[Any, ...]
 Conn = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 
@@ -55,3 +57,12 @@ class OnPool:
     def do(self, sql: str, params: Sequence[object] = ()) -> int:
         with self.conn() as c:
             return c.execute(sql.encode(), params).rowcount
+
+
+def refuse_nul(what: str, *values: object) -> None:
+    """PostgreSQL text cannot hold a NUL byte (D-207): a value to be stored with one is a 422
+    before anything is written, never a driver error."""
+    for v in values:
+        items = v if isinstance(v, list | tuple | frozenset | set) else (v,)
+        if any(isinstance(x, str) and "\0" in x for x in items):
+            raise ValidationError(f"{what} may not contain a NUL byte")

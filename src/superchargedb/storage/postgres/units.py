@@ -22,6 +22,7 @@ from ...types import Locator
 from ..protocols import UnitRecord, Vector
 from . import lexical, outbox
 from .filter_sql import where_sql
+from .sql import refuse_nul
 
 COLUMNS = (
     "unit_id, scope, doc_id, plane, modality, source_uri, mime, text, acl_owner, acl_groups,"
@@ -177,6 +178,8 @@ def insert_new(
 def delete(cur: psycopg.Cursor[Any], unit_ids: Sequence[str]) -> list[UnitRecord]:
     gone: list[UnitRecord] = []
     for uid in unit_ids:
+        if "\0" in uid:
+            continue  # no Unit has that id (D-207)
         r = cur.execute(
             f"DELETE FROM units WHERE unit_id = %s RETURNING id, terms, dl, {COLUMNS}".encode(),
             (uid,),
@@ -204,8 +207,11 @@ def delete(cur: psycopg.Cursor[Any], unit_ids: Sequence[str]) -> list[UnitRecord
 
 
 def set_groups(cur: psycopg.Cursor[Any], unit_ids: Sequence[str], groups: Sequence[str]) -> None:
+    refuse_nul("a Unit's groups", list(groups))
     new = sorted(set(groups))
     for uid in unit_ids:
+        if "\0" in uid:
+            continue
         r = cur.execute(
             "SELECT id, plane, scope, acl_groups FROM units WHERE unit_id = %s FOR UPDATE", (uid,)
         ).fetchone()
@@ -221,7 +227,7 @@ def set_groups(cur: psycopg.Cursor[Any], unit_ids: Sequence[str], groups: Sequen
 
 def bump_generations(cur: psycopg.Cursor[Any], scopes: Iterable[str]) -> None:
     """Each scope and every ancestor, in one sorted statement (row locks in one order)."""
-    targets = sorted({a for s in scopes for a in ancestors(s)})
+    targets = sorted({a for s in scopes if "\0" not in s for a in ancestors(s)})
     if targets:
         cur.execute(
             "INSERT INTO scope_gens(scope, gen) SELECT s, 1 FROM unnest(%s::text[]) AS s"

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from ..protocols_writes import DocKey, IdempotencyKey, MediaUse, StoredUnit, UsageCount, Word
 from .filter_sql import scope_sql
-from .sql import Row, Sql
+from .sql import Row, Sql, refuse_nul
 
 _STORED = "u.unit_id, u.scope, u.doc_id, u.acl_owner, u.acl_groups, u.content_hash, u.plane"
 
@@ -157,6 +157,7 @@ class PgUsage:
         # One row per key (a key twice in one statement would be a conflict with itself).
         total: dict[tuple[str, int, str], list[int]] = {}
         for c in counts:
+            refuse_nul("a usage count", c.principal, c.route)
             t = total.setdefault((c.principal, c.day, c.route), [0, 0])
             t[0] += c.requests
             t[1] += c.cost_micro_usd
@@ -185,6 +186,8 @@ class PgWords:
 
     def put(self, unit_id: str, words: Sequence[Word]) -> None:
         """Replace the Unit's word table (deleted with the Unit: ``ON DELETE CASCADE``)."""
+        if "\0" in unit_id:
+            return  # no Unit has that id
         unit = "(SELECT id FROM units WHERE unit_id = %s)"
         self.sql.do(f"DELETE FROM unit_words WHERE unit = {unit}", [unit_id])
         if not words:
@@ -216,4 +219,6 @@ class PgObjectRows:
         self.sql = sql
 
     def remove(self, key: str, owner: str) -> None:
+        if "\0" in key or "\0" in owner:
+            return  # no object is stored under it
         self.sql.do("DELETE FROM objects WHERE key = %s AND acl_owner = %s", [key, owner])
