@@ -60,8 +60,8 @@ class OnPool:
 
 
 def refuse_nul(what: str, *values: object) -> None:
-    """PostgreSQL text cannot hold a NUL byte (D-207): a value to be stored with one is a 422
-    before anything is written, never a driver error."""
+    """PostgreSQL text cannot hold a NUL byte (D-207, D-244): a value to be stored with one is
+    a 422 before anything is written, never a driver error."""
     for v in values:
         items = v if isinstance(v, list | tuple | frozenset | set) else (v,)
         if any(isinstance(x, str) and "\0" in x for x in items):
