@@ -12,15 +12,18 @@ import numpy as np
 import pytest
 
 import pg_stack
+from superchargedb.errors import ConflictError, ValidationError
 from superchargedb.readfilter import ReadFilter
 from superchargedb.storage.protocols import JobSpec, UnitRecord
-from superchargedb.types import Locator
+from superchargedb.storage.protocols_writes import UsageCount
+from superchargedb.types import Locator, Principal
 
 if pg_stack.available():
     pytest.skip(pg_stack.available() or "", allow_module_level=True)
 
 import psycopg  # noqa: E402
 
+from superchargedb.storage.postgres import migrations  # noqa: E402
 from superchargedb.storage.postgres.backend import PgBackend  # noqa: E402
 
 DIM = 8
@@ -108,6 +111,34 @@ def test_a_failed_job_is_retried_until_its_attempts_run_out(tmp_path: Path) -> N
         b.close()
 
 
+def test_a_failed_jobs_document_stops_counting_unless_it_has_units(tmp_path: Path) -> None:
+    """As in the embedded queue: a job that fails for good (by ``fail`` or by its last lease
+    expiring) releases the document it reserved, but not one that holds Units already."""
+    b = open_(pg_stack.database(tmp_path), tmp_path, max_attempts=1, lease_s=0.05)
+    try:
+        with b.write() as tx:
+            for doc in ("d-empty", "d0", "d-expired"):
+                tx.docs.reserve([("acme", doc, "alice")], "alice", 1)
+                tx.jobs.enqueue(
+                    JobSpec("derive", "acme", "alice", "alice", (), doc, f'{{"doc_id": "{doc}"}}')
+                )
+            tx.units.insert(unit(0), np.ones(DIM, dtype=np.float32))  # d0 has a Unit
+        assert b.quota.docs_used("alice") == 3
+        for _ in range(2):
+            lease = b.jobs.claim()
+            assert lease is not None
+            assert b.jobs.fail(lease, "bad input", retry=True) == "failed"  # no attempt left
+        assert b.quota.unknown_docs([("acme", "d-empty", "alice"), ("acme", "d0", "alice")]) == {
+            ("acme", "d-empty", "alice")
+        }
+        assert b.jobs.claim() is not None  # d-expired, whose lease then runs out
+        threading.Event().wait(0.1)
+        assert b.jobs.claim() is None  # the expired last attempt failed instead
+        assert b.quota.docs_used("alice") == 1
+    finally:
+        b.close()
+
+
 def test_outbox_statistics_equal_the_postings_after_concurrent_writers(tmp_path: Path) -> None:
     """Writers commit while other processes apply the outbox; every row is applied exactly
     once, so the derived statistics equal what the postings say."""
@@ -147,7 +178,8 @@ def test_migrators_racing_on_a_fresh_database_apply_once(tmp_path: Path) -> None
     for b in opened:
         b.close()
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        got = conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
+    assert got == [(v,) for v, _, _ in migrations.MIGRATIONS]  # each step once
     with pytest.raises(ValueError, match="8-d"):
         PgBackend.open(url, dim=16, model_id="m", audit_key=bytes(32), objects_dir=tmp_path)
 
@@ -225,8 +257,6 @@ def test_a_units_locator_and_optional_fields_round_trip(tmp_path: Path, loc: Loc
 
 
 def test_a_duplicate_unit_id_is_a_conflict_and_nothing_of_its_write_stays(tmp_path: Path) -> None:
-    from superchargedb.errors import ConflictError
-
     b = open_(pg_stack.database(tmp_path), tmp_path)
     try:
         with b.write() as tx:
@@ -240,5 +270,69 @@ def test_a_duplicate_unit_id_is_a_conflict_and_nothing_of_its_write_stays(tmp_pa
         assert b.kv.get("k") is None
         rf = ReadFilter("alice", ("acme",), frozenset(), ("text",))
         assert b.units.get("u2", rf) is None
+    finally:
+        b.close()
+
+
+def test_a_taken_principal_name_fails_only_its_statement(tmp_path: Path) -> None:
+    """As in SQLite, where a failed statement leaves its transaction usable: the 409 of a taken
+    name, caught inside the write, keeps what the write did before and after it."""
+
+    def person(name: str, pid: str) -> Principal:
+        return Principal(pid, name, frozenset({"read"}), "pro", ("acme",), "acme", frozenset())
+
+    b = open_(pg_stack.database(tmp_path), tmp_path)
+    try:
+        with b.write() as tx:
+            tx.principals.insert(person("alice", "p-1"), 1)
+            with pytest.raises(ConflictError, match="alice"):
+                tx.principals.insert(person("alice", "p-2"), 2)
+            tx.principals.insert(person("bob", "p-3"), 3)
+            tx.audit.append("operator", "principal.create", {"n": 2})
+        assert [s.principal.id for s in b.principals.every()] == ["p-1", "p-3"]
+        assert b.audit.verify().ok
+    finally:
+        b.close()
+
+
+def test_nul_bytes_in_the_write_sides_values_never_reach_the_driver(tmp_path: Path) -> None:
+    """PostgreSQL text cannot hold a NUL byte (D-207): a value to be stored with one is a 422
+    with nothing written; a lookup or a removal by one finds nothing, as for any unknown key."""
+    b = open_(pg_stack.database(tmp_path), tmp_path)
+    bad = "x\0y"
+    try:
+        refused = [
+            lambda tx: tx.principals.insert(
+                Principal("p-1", bad, frozenset({"read"}), "pro", ("acme",), "acme", frozenset()),
+                1,
+            ),
+            lambda tx: tx.principals.add_key(
+                "k", "p", "h" * 64, bad, created_at=1, expires_at=None, issued_by=None
+            ),
+            lambda tx: tx.usage.add([UsageCount(bad, 1, "/v1/search", 1, 0)]),
+            lambda tx: tx.jobs.enqueue(JobSpec("k", "acme", bad, "a", (), "d", "{}")),
+            lambda tx: tx.units.set_groups(["u1"], [bad]),
+        ]
+        for step in refused:
+            with pytest.raises(ValidationError, match="NUL"), b.write() as tx:
+                tx.audit.append("operator", "before", {})
+                step(tx)
+        with pytest.raises(ValidationError):
+            b.sessions.start(bad, "p", "k", at=1, expires_at=2)
+        with b.write() as tx:  # lookups and removals by such a value: nothing there
+            assert tx.docs.find([("acme", bad, "a", "h")]) == [[]]
+            assert tx.docs.in_scopes(["acme"], unit_id=bad) == []
+            assert tx.quota.unknown_docs([("acme", bad, "a")]) == {("acme", bad, "a")}
+            assert tx.jobs.find(bad) is None
+            assert tx.units.delete([bad]) == []
+            tx.words.put(bad, [])
+            tx.object_rows.remove(bad, "a")
+            tx.principals.revoke_key(bad, 1)
+            tx.docs.reserve([("acme", bad, "a")], "a", 1)
+        assert b.principals.named(bad) is None and b.principals.by_key_hash(bad) is None
+        assert b.sessions.find(bad) is None and not b.sessions.end(bad, "p")
+        assert b.jobs.get(bad) is None
+        assert b.audit.verify().records == 0  # each refused write rolled back whole
+        assert b.quota.docs_used("a") == 0
     finally:
         b.close()

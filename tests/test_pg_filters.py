@@ -126,6 +126,19 @@ def test_every_read_path_admits_what_the_rule_admits(store: tuple[Any, Any], i: 
         assert dense == admitted(rf, units, plane), plane
     lexical = {h.unit_id for h in b.lexical.search("moraine transect", 200, rf)}
     assert lexical == want
+    # The search path's view: both legs over every plane of the filter, hydrated by key, and
+    # the exact re-check of every key of the store (only the admitted ones stay).
+    view = b.search.view(rf)
+    leg = view.dense(vec(999), 200)
+    assert {r.unit_id for r in view.hits(leg.keys).values()} == want and len(leg.keys) == len(want)
+    leg = view.lexical(["moraine", "transect"], 200, defer_check=True)
+    assert {r.unit_id for r in view.hits(leg.keys).values()} == want
+    every = [ReadFilter(o, ("acme", "beta"), frozenset(), ("text", "visual")) for o in OWNERS]
+    # Each owner reads its own Units everywhere: together, every key of the store.
+    all_keys = sorted({k for e in every for k in b.search.view(e).dense(vec(999), 200).keys})
+    assert len(all_keys) == len(units)
+    kept, rows = view.recheck([(k, 1.0) for k in all_keys], len(all_keys))
+    assert {rows[k].unit_id for k, _ in kept} == want
 
 
 def test_the_filters_are_not_trivial(store: tuple[Any, Any]) -> None:

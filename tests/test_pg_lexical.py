@@ -84,6 +84,8 @@ def corpus(n: int = 400) -> list[UnitRecord]:
                 acl_groups=groups,
                 content_hash=hashlib.sha256(str(i).encode()).hexdigest(),
                 created_at=1_700_000_000_000 + i,
+                # A later chunk's title line: FTS5's second column, phrases within it only.
+                context="" if i % 17 == 0 or i % 5 else f"{rng.choice(WORDS)} err_7731 report",
             )
         )
     return out
@@ -163,6 +165,27 @@ def test_same_top10_as_the_embedded_backend(both: tuple[Any, Any], query: str) -
         ref = fts5_scores(lite, query, rf)
         for h in got:
             assert h.score == ref[h.unit_id], (query, h.unit_id, h.score - ref[h.unit_id])
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_the_search_views_lexical_leg_ranks_as_the_embedded_ones(
+    both: tuple[Any, Any], query: str
+) -> None:
+    """The search path's leg (``SearchView.lexical``, integer keys hydrated to hit rows) gives
+    the embedded backend's Units in its order, checked, whether or not the caller defers."""
+    lite, pg = both
+    terms = query_terms(query)
+    for rf in readers():
+        want_view = lite.search.view(rf)
+        want_leg = want_view.lexical(terms, 10, defer_check=False)
+        want_rows = want_view.hits(want_leg.keys)
+        want = [want_rows[k].unit_id for k in want_leg.keys]
+        for defer in (False, True):
+            view = pg.search.view(rf)
+            leg = view.lexical(terms, 10, defer_check=defer)
+            rows = view.hits(leg.keys)
+            assert leg.checked
+            assert [rows[k].unit_id for k in leg.keys] == want, (query, rf.principal, defer)
 
 
 def test_the_corpus_has_ties_phrases_and_misses(both: tuple[Any, Any]) -> None:

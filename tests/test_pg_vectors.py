@@ -84,7 +84,8 @@ SELECTIVE = {  # each admits 1 % of the Units, through its own index
     "doc_id": (reader("alice", {"eng", "ops", "rare"}, doc_ids=("d-rare",)), "units_doc"),
     "owner_only": (reader("carol", set()), "units_owner"),
     "group_shared": (reader("erin", {"rare"}), "units_groups"),
-    "scope": (reader("alice", {"eng", "ops", "rare"}, ("acme/rare",)), "units_scope"),
+    # The idempotency key's btree leads with the scope: it serves the scope range.
+    "scope": (reader("alice", {"eng", "ops", "rare"}, ("acme/rare",)), "units_idempotency"),
     "time": (reader("alice", {"eng", "ops", "rare"}, time_lo_ms=T0 + 10**9), "units_event"),
 }
 BROAD = {

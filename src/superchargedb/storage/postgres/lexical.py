@@ -52,21 +52,35 @@ def acl_len(scope: str, groups: Iterable[str]) -> int:
     return len(ancestors(scope)) + 1 + len(set(groups))
 
 
-def postings(text: str) -> tuple[dict[str, tuple[int, list[int]]], int]:
-    """``term -> (tf, positions)`` of ``text`` and its token count."""
-    toks = tokenizer().tokens(text)
+def postings(text: str, context: str = "") -> tuple[dict[str, tuple[int, list[int]]], int]:
+    """``term -> (tf, positions)`` of a Unit's ``text`` and ``context`` (the title line a later
+    chunk carries: FTS5's second indexed column) and their token count. The context's positions
+    follow the text's after a gap of one, so no phrase matches across the two columns."""
+    tok = tokenizer()
+    toks = tok.tokens(text)
     pos: dict[str, list[int]] = {}
     for i, t in enumerate(toks):
         pos.setdefault(t, []).append(i)
-    return {t: (min(len(p), TF_MAX), p) for t, p in pos.items()}, len(toks)
+    n = len(toks)
+    if context:
+        ctx = tok.tokens(context)
+        for i, t in enumerate(ctx, n + 1):
+            pos.setdefault(t, []).append(i)
+        n += len(ctx)
+    return {t: (min(len(p), TF_MAX), p) for t, p in pos.items()}, n
 
 
 def _phrases(query: str) -> list[tuple[int, tuple[str, ...]]]:
-    """The query's phrases ``(query position, tokens)``; a word with no token is dropped (FTS5
-    matches nothing for it, and the sparse index skips it)."""
+    """The query's phrases ``(query position, tokens)`` (:func:`phrases_of` its terms)."""
+    return phrases_of(query_terms(query))
+
+
+def phrases_of(terms: Sequence[str]) -> list[tuple[int, tuple[str, ...]]]:
+    """The phrases ``(query position, tokens)`` of a query's terms (``query_terms``); a term
+    with no token is dropped (FTS5 matches nothing for it, and the sparse index skips it)."""
     tok = tokenizer()
     out = []
-    for qi, word in enumerate(query_terms(query)):
+    for qi, word in enumerate(terms):
         toks = tuple(tok.tokens(word))
         if toks:
             out.append((qi, toks))
@@ -87,14 +101,15 @@ def _phrase_cte(i: int, toks: Sequence[str]) -> tuple[str, list[object]]:
     return sql, [*toks[1:], toks[0]]
 
 
-def search_sql(query: str, k: int, rf: ReadFilter) -> tuple[str, list[object]] | None:
-    """The BM25 top-``k`` statement over what ``rf`` admits (None: no searchable term).
+def search_sql(terms: Sequence[str], k: int, rf: ReadFilter) -> tuple[str, list[object]] | None:
+    """The BM25 top-``k`` statement over what ``rf`` admits for a query's ``terms`` (None: no
+    searchable term); it returns ``(key, unit_id, score)`` rows, best first.
 
     It starts from the query terms' postings (an index-only scan of ``(term, unit) INCLUDE
     (tf)`` once vacuumed) and checks each hit's Unit against the filter. Starting from the
     admitted Units instead was measured no faster under a 1 % filter (1.2 vs 1.1 ms at 30k
     Units, the planner hashes the postings either way) and far slower under a broad one."""
-    phrases = _phrases(query)
+    phrases = phrases_of(terms)
     if not phrases or k <= 0:
         return None
     single = [(qi, t[0]) for qi, t in phrases if len(t) == 1]
@@ -127,7 +142,7 @@ def search_sql(query: str, k: int, rf: ReadFilter) -> tuple[str, list[object]] |
     )
     where, wparams = where_sql(rf)
     sql = (
-        "WITH " + ", ".join(ctes) + " SELECT u.unit_id,"
+        "WITH " + ", ".join(ctes) + " SELECT u.id, u.unit_id,"
         " sum(h.idf * ((h.tf::float8 * (%s::float8 + 1.0::float8))"
         " / (h.tf::float8 + %s::float8 * (1::float8 - %s::float8"
         " + %s::float8 * u.dl::float8 / a.avgdl))) ORDER BY h.qi) AS score"
@@ -137,13 +152,19 @@ def search_sql(query: str, k: int, rf: ReadFilter) -> tuple[str, list[object]] |
     return sql, [*params, K1, K1, B, B, *wparams, k]
 
 
-def search(conn: psycopg.Connection[Any], query: str, k: int, rf: ReadFilter) -> list[Scored]:
-    built = search_sql(query, k, rf)
+def search_rows(
+    conn: psycopg.Connection[Any], terms: Sequence[str], k: int, rf: ReadFilter
+) -> list[tuple[int, str, float]]:
+    """The BM25 top ``k`` for ``terms`` as ``(key, unit_id, score)``, best first."""
+    built = search_sql(terms, k, rf)
     if built is None:
         return []
     sql, params = built
-    rows = conn.execute(sql.encode(), params).fetchall()
-    return [Scored(str(r[0]), float(r[1])) for r in rows]
+    return [(int(r[0]), str(r[1]), float(r[2])) for r in conn.execute(sql.encode(), params)]
+
+
+def search(conn: psycopg.Connection[Any], query: str, k: int, rf: ReadFilter) -> list[Scored]:
+    return [Scored(uid, score) for _, uid, score in search_rows(conn, query_terms(query), k, rf)]
 
 
 def term_deltas(rows: Iterable[tuple[Sequence[str], int]]) -> Counter[str]:

@@ -126,8 +126,138 @@ CREATE INDEX jobs_dedupe ON jobs (dedupe_key);
 """
 
 
+def _m002_writes(dim: int) -> str:
+    """The write side's rows beside the Units (``protocols_writes.py``): what a Unit carries for
+    its quota and its later chunks' lexical context, the idempotency key as a constraint (the
+    embedded catalog's ``UNIQUE``), documents, objects, usage and word tables."""
+    return """
+ALTER TABLE units ADD COLUMN context text NOT NULL DEFAULT '';
+ALTER TABLE units ADD COLUMN created_by text NOT NULL DEFAULT '';
+CREATE UNIQUE INDEX units_idempotency ON units (scope, doc_id, acl_owner, content_hash, chunk_idx);
+-- Its leading column serves the scope range of D-2 as the planner prefers it: one index less
+-- to write.
+DROP INDEX units_scope;
+CREATE INDEX units_created_by ON units (created_by) WHERE object_key IS NOT NULL;
+CREATE INDEX outbox_unit_pending ON outbox (unit) WHERE NOT applied;
+CREATE TABLE docs (
+  scope text COLLATE "C" NOT NULL,
+  doc_id text NOT NULL,
+  acl_owner text NOT NULL,
+  created_by text NOT NULL,
+  created_at bigint NOT NULL,
+  PRIMARY KEY (scope, doc_id, acl_owner)
+);
+CREATE INDEX docs_created_by ON docs (created_by);
+CREATE TABLE objects (
+  key text NOT NULL,
+  acl_owner text NOT NULL,
+  sha256 text NOT NULL,
+  size bigint NOT NULL,
+  content_type text NOT NULL,
+  scope text COLLATE "C" NOT NULL,
+  acl_groups text[] NOT NULL DEFAULT '{}',
+  created_by text NOT NULL,
+  created_at bigint NOT NULL,
+  PRIMARY KEY (key, acl_owner)
+);
+CREATE INDEX objects_sha ON objects (sha256);
+CREATE INDEX objects_owner ON objects (acl_owner);
+CREATE INDEX objects_scope ON objects (scope);
+CREATE TABLE usage_daily (
+  principal text NOT NULL,
+  day integer NOT NULL,
+  route text NOT NULL,
+  requests bigint NOT NULL,
+  cost_micro_usd bigint NOT NULL,
+  PRIMARY KEY (principal, day, route)
+);
+CREATE TABLE unit_words (
+  unit bigint NOT NULL REFERENCES units (id) ON DELETE CASCADE,
+  idx integer NOT NULL,
+  char_start integer NOT NULL,
+  char_end integer NOT NULL,
+  t_start_ms bigint, t_end_ms bigint,
+  page integer,
+  x0 double precision, y0 double precision, x1 double precision, y1 double precision,
+  conf double precision,
+  PRIMARY KEY (unit, idx)
+);
+CREATE INDEX jobs_reserving ON jobs (principal) WHERE state IN ('queued', 'running');
+-- Jobs queued in one millisecond are claimed in the order they were queued (the embedded
+-- queue's rowid order), not by their random ids.
+ALTER TABLE jobs ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY;
+DROP INDEX jobs_runnable;
+CREATE INDEX jobs_runnable ON jobs (created_at, seq) WHERE state IN ('queued', 'running');
+"""
+
+
+def _m003_auth(dim: int) -> str:
+    """Principals, their API keys (hashed) and the console's sessions (``protocols_auth.py``):
+    the system of record's, beside the Units whose visibility they decide."""
+    return """
+CREATE TABLE principals (
+  id text PRIMARY KEY,
+  name text NOT NULL UNIQUE,
+  perms text[] NOT NULL,
+  tier text NOT NULL,
+  scopes text[] NOT NULL,
+  active_scope text NOT NULL,
+  groups text[] NOT NULL,
+  doc_quota bigint,
+  created_at bigint NOT NULL,
+  disabled boolean NOT NULL DEFAULT false
+);
+CREATE TABLE api_keys (
+  id text PRIMARY KEY,
+  principal_id text NOT NULL REFERENCES principals (id),
+  key_hash text NOT NULL UNIQUE,  -- sha256 hex; the key itself is never stored
+  prefix text NOT NULL,
+  created_at bigint NOT NULL,
+  expires_at bigint,
+  revoked_at bigint,
+  last_used_at bigint,
+  issued_by text
+);
+CREATE INDEX api_keys_principal ON api_keys (principal_id, created_at);
+CREATE TABLE console_sessions (
+  token_hash text PRIMARY KEY,  -- sha256 hex of the cookie value; never the value
+  principal_id text NOT NULL REFERENCES principals (id),
+  key_id text NOT NULL REFERENCES api_keys (id),
+  created_at bigint NOT NULL,
+  last_seen_at bigint NOT NULL,
+  expires_at bigint NOT NULL  -- absolute end, whatever the activity
+);
+CREATE INDEX console_sessions_key ON console_sessions (key_id);
+CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);
+"""
+
+
+def _m004_reads(dim: int) -> str:
+    """What the facade's views read (``protocols_reads.py``): jobs by scope (tenant counts) and
+    in listing order, ``(created_at, id)`` in byte order as the keyset compares them."""
+    return """
+CREATE INDEX jobs_scope ON jobs (scope);
+CREATE INDEX jobs_listing ON jobs (created_at, (id COLLATE "C"));
+"""
+
+
+def _m005_keyframes(dim: int) -> str:
+    """A video shot's kept keyframe (D-236), deleted with its Unit."""
+    return """
+CREATE TABLE unit_keyframes (
+  unit bigint PRIMARY KEY REFERENCES units (id) ON DELETE CASCADE,
+  mime text NOT NULL,
+  data bytea NOT NULL
+);
+"""
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
     (1, "base", _m001_base),
+    (2, "writes", _m002_writes),
+    (3, "auth", _m003_auth),
+    (4, "reads", _m004_reads),
+    (5, "keyframes", _m005_keyframes),
 ]
 
 

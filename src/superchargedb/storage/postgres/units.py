@@ -22,6 +22,7 @@ from ...types import Locator
 from ..protocols import UnitRecord, Vector
 from . import lexical, outbox
 from .filter_sql import where_sql
+from .sql import refuse_nul
 
 COLUMNS = (
     "unit_id, scope, doc_id, plane, modality, source_uri, mime, text, acl_owner, acl_groups,"
@@ -54,69 +55,131 @@ def record(r: Mapping[str, Any]) -> UnitRecord:
     )
 
 
-def insert(cur: psycopg.Cursor[Any], unit: UnitRecord, vector: Vector, model_id: str) -> None:
-    """Store one Unit. Nothing is read back, so inserts stream in the write's pipeline. A NUL
-    byte (which PostgreSQL text cannot hold) is refused before anything is written (D-207)."""
+_LOC_COLUMNS = (
+    "loc_kind", "loc_start", "loc_end", "t_start_ms", "t_end_ms", "shot_idx", "page",
+    "bbox_x0", "bbox_y0", "bbox_x1", "bbox_y1",
+)  # fmt: skip
+_INSERT_COLUMNS = (
+    "unit_id", "scope", "doc_id", "plane", "modality", "source_uri", "mime", "text", "acl_owner",
+    "acl_groups", "content_hash", "chunk_idx", "n_chunks", *_LOC_COLUMNS, "created_at",
+    "event_at", "object_key", "object_sha", "context", "created_by", "model_id", "terms", "dl",
+    "embedding",
+)  # fmt: skip
+
+
+def _insert_sql(skip_existing: bool) -> bytes:
+    """One round trip per Unit: the row, its postings (positions as array literals: the lists
+    are ragged) and its outbox operation. ``skip_existing``: a Unit whose idempotency key or id
+    is stored already is skipped (nothing of it written) instead of failing the write; the
+    statement returns the new row's key, or nothing when skipped."""
+    names = ", ".join(_INSERT_COLUMNS)
+    marks = ", ".join(["%s"] * len(_INSERT_COLUMNS))
+    conflict = " ON CONFLICT DO NOTHING" if skip_existing else ""
+    return (
+        f"WITH u AS (INSERT INTO units({names}) VALUES ({marks}){conflict} RETURNING id),"
+        " p AS (INSERT INTO postings(term, unit, tf, pos) SELECT x.t, u.id, x.tf, x.p::integer[]"
+        " FROM u, unnest(%s::text[], %s::integer[], %s::text[]) AS x(t, tf, p)),"
+        " o AS (INSERT INTO outbox(op, plane, unit, d_docs, d_len, terms, d_df)"
+        " SELECT 'add', %s, u.id, 1, %s, %s::text[], 1 FROM u) SELECT id FROM u"
+    ).encode()
+
+
+_INSERT = _insert_sql(False)
+_INSERT_NEW = _insert_sql(True)
+
+
+def _params(unit: UnitRecord, vector: Vector, model_id: str) -> list[object]:
+    """The insert's parameters. A NUL byte (which PostgreSQL text cannot hold) is refused
+    before anything is written (D-207)."""
     for name, value in vars(unit).items():
         values = value if isinstance(value, tuple) else (value,)
         if any(isinstance(v, str) and "\0" in v for v in values):
             raise ValueError(f"a Unit's {name} may not contain a NUL byte")
     groups = sorted(set(unit.acl_groups))
-    posts, n_tokens = lexical.postings(unit.text)
+    posts, n_tokens = lexical.postings(unit.text, unit.context)
     dl = n_tokens + lexical.acl_len(unit.scope, groups)
     event_at = unit.event_at if unit.event_at is not None else unit.created_at
     loc = unit.locator.to_columns() if unit.locator else {}
-    cols: dict[str, object] = {
-        "unit_id": unit.unit_id,
-        "scope": unit.scope,
-        "doc_id": unit.doc_id,
-        "plane": unit.plane,
-        "modality": unit.modality,
-        "source_uri": unit.source_uri or "",
-        "mime": unit.mime,
-        "text": unit.text,
-        "acl_owner": unit.acl_owner,
-        "acl_groups": groups,
-        "content_hash": unit.content_hash,
-        "chunk_idx": unit.chunk_index,
-        "n_chunks": unit.chunk_count,
-        **loc,
-        "created_at": unit.created_at,
-        "event_at": event_at,
-        "object_key": unit.object_key,
-        "object_sha": unit.object_sha,
-        "model_id": model_id,
-        "terms": sorted(posts),
-        "dl": dl,
-        "embedding": HalfVector(np.asarray(vector, dtype=np.float32).reshape(-1)),
-    }
-    names = ", ".join(cols)
-    marks = ", ".join(["%s"] * len(cols))
     terms = sorted(posts)
-    # One round trip: the row, its postings (positions as array literals: the lists are ragged)
-    # and its outbox operation.
-    cur.execute(
-        f"WITH u AS (INSERT INTO units({names}) VALUES ({marks}) RETURNING id),"
-        " p AS (INSERT INTO postings(term, unit, tf, pos) SELECT x.t, u.id, x.tf, x.p::integer[]"
-        " FROM u, unnest(%s::text[], %s::integer[], %s::text[]) AS x(t, tf, p)),"
-        " o AS (INSERT INTO outbox(op, plane, unit, d_docs, d_len, terms, d_df)"
-        " SELECT 'add', %s, u.id, 1, %s, %s::text[], 1 FROM u) SELECT 1".encode(),
-        [
-            *cols.values(),
-            terms,
-            [posts[t][0] for t in terms],
-            ["{" + ",".join(map(str, posts[t][1])) + "}" for t in terms],
-            unit.plane,
-            dl,
-            terms,
-        ],
-        prepare=True,  # the same statement for every Unit: planned once per connection
-    )
+    return [
+        unit.unit_id,
+        unit.scope,
+        unit.doc_id,
+        unit.plane,
+        unit.modality,
+        unit.source_uri or "",
+        unit.mime,
+        unit.text,
+        unit.acl_owner,
+        groups,
+        unit.content_hash,
+        unit.chunk_index,
+        unit.chunk_count,
+        *(loc.get(c) for c in _LOC_COLUMNS),
+        unit.created_at,
+        event_at,
+        unit.object_key,
+        unit.object_sha,
+        unit.context,
+        unit.created_by or unit.acl_owner,  # whose quota and usage count it (the owner's)
+        model_id,
+        terms,
+        dl,
+        HalfVector(np.asarray(vector, dtype=np.float32).reshape(-1)),
+        terms,
+        [posts[t][0] for t in terms],
+        ["{" + ",".join(map(str, posts[t][1])) + "}" for t in terms],
+        unit.plane,
+        dl,
+        terms,
+    ]
+
+
+def insert(cur: psycopg.Cursor[Any], unit: UnitRecord, vector: Vector, model_id: str) -> None:
+    """Store one Unit. Nothing is read back, so inserts stream in the write's pipeline."""
+    # The same statement for every Unit: planned once per connection.
+    cur.execute(_INSERT, _params(unit, vector, model_id), prepare=True)
+
+
+def insert_many(
+    cur: psycopg.Cursor[Any], units: Sequence[UnitRecord], vectors: Vector, model_id: str
+) -> None:
+    """:func:`insert` for a batch (``vectors`` row ``i`` is ``units[i]``'s), streamed."""
+    if len(units) != len(vectors):
+        raise ValueError(f"{len(units)} Units but {len(vectors)} vectors")
+    params = [_params(u, v, model_id) for u, v in zip(units, vectors, strict=True)]
+    if params:
+        cur.executemany(_INSERT, params)
+
+
+def insert_new(
+    cur: psycopg.Cursor[Any], units: Sequence[UnitRecord], vectors: Vector, model_id: str
+) -> list[tuple[int, int]]:
+    """The Units whose idempotency key (and id) is new, skipping the others: ``(position in
+    units, key)`` of each one stored, in order."""
+    if len(units) != len(vectors):
+        raise ValueError(f"{len(units)} Units but {len(vectors)} vectors")
+    params = [_params(u, v, model_id) for u, v in zip(units, vectors, strict=True)]
+    if not params:
+        return []
+    cur.executemany(_INSERT_NEW, params, returning=True)
+    out: list[tuple[int, int]] = []
+    i = 0
+    while True:
+        row = cur.fetchone()
+        if row is not None:
+            out.append((i, int(row[0])))
+        i += 1
+        if not cur.nextset():
+            break
+    return out
 
 
 def delete(cur: psycopg.Cursor[Any], unit_ids: Sequence[str]) -> list[UnitRecord]:
     gone: list[UnitRecord] = []
     for uid in unit_ids:
+        if "\0" in uid:
+            continue  # no Unit has that id (D-207)
         r = cur.execute(
             f"DELETE FROM units WHERE unit_id = %s RETURNING id, terms, dl, {COLUMNS}".encode(),
             (uid,),
@@ -130,12 +193,25 @@ def delete(cur: psycopg.Cursor[Any], unit_ids: Sequence[str]) -> list[UnitRecord
         )
         outbox.append(cur, "remove", row["plane"], row["id"], -1, -row["dl"], row["terms"], -1)
         gone.append(record(row))
+    # A document with no Unit left no longer counts against its creator's quota.
+    docs = sorted({(u.scope, u.doc_id, u.acl_owner) for u in gone})
+    if docs:
+        cur.execute(
+            "DELETE FROM docs d USING unnest(%s::text[], %s::text[], %s::text[]) AS k(s, doc, o)"
+            " WHERE d.scope = k.s AND d.doc_id = k.doc AND d.acl_owner = k.o AND NOT EXISTS"
+            " (SELECT 1 FROM units u WHERE u.scope = k.s AND u.doc_id = k.doc"
+            " AND u.acl_owner = k.o)",
+            ([k[0] for k in docs], [k[1] for k in docs], [k[2] for k in docs]),
+        )
     return gone
 
 
 def set_groups(cur: psycopg.Cursor[Any], unit_ids: Sequence[str], groups: Sequence[str]) -> None:
+    refuse_nul("a Unit's groups", list(groups))
     new = sorted(set(groups))
     for uid in unit_ids:
+        if "\0" in uid:
+            continue
         r = cur.execute(
             "SELECT id, plane, scope, acl_groups FROM units WHERE unit_id = %s FOR UPDATE", (uid,)
         ).fetchone()
@@ -151,7 +227,7 @@ def set_groups(cur: psycopg.Cursor[Any], unit_ids: Sequence[str], groups: Sequen
 
 def bump_generations(cur: psycopg.Cursor[Any], scopes: Iterable[str]) -> None:
     """Each scope and every ancestor, in one sorted statement (row locks in one order)."""
-    targets = sorted({a for s in scopes for a in ancestors(s)})
+    targets = sorted({a for s in scopes if "\0" not in s for a in ancestors(s)})
     if targets:
         cur.execute(
             "INSERT INTO scope_gens(scope, gen) SELECT s, 1 FROM unnest(%s::text[]) AS s"

@@ -55,7 +55,7 @@ def exact_sql(plane: str, rf: ReadFilter) -> tuple[str, list[object]]:
     where, params = where_sql(rf, plane)
     return (
         "WITH c AS MATERIALIZED (SELECT u.id, u.unit_id, u.embedding <=> %s AS d FROM units u"
-        f" WHERE {where}) SELECT unit_id, d FROM c ORDER BY d, id LIMIT %s",
+        f" WHERE {where}) SELECT id, unit_id, d FROM c ORDER BY d, id LIMIT %s",
         params,
     )
 
@@ -64,7 +64,7 @@ def hnsw_sql(plane: str, rf: ReadFilter) -> tuple[str, list[object]]:
     where, params = where_sql(rf, plane)
     return (
         "WITH c AS MATERIALIZED (SELECT u.id, u.unit_id, u.embedding <=> %s AS d FROM units u"
-        f" WHERE {where} ORDER BY u.embedding <=> %s LIMIT %s) SELECT unit_id, d FROM c"
+        f" WHERE {where} ORDER BY u.embedding <=> %s LIMIT %s) SELECT id, unit_id, d FROM c"
         " ORDER BY d, id",
         params,
     )
@@ -92,14 +92,16 @@ def plan_for(
     return "exact" if count_admitted(conn, rf, exact_max, plane) <= exact_max else "hnsw"
 
 
-def search(
+def search_rows(
     conn: psycopg.Connection[Any],
     plane: str,
     vector: Vector,
     k: int,
     rf: ReadFilter,
     exact_max: int = EXACT_MAX,
-) -> tuple[list[Scored], Plan]:
+) -> tuple[list[tuple[int, str, float]], Plan]:
+    """The ``k`` nearest admitted Units of ``plane`` as ``(key, unit_id, cosine)``, best first,
+    and the plan that found them."""
     if k <= 0 or plane not in rf.planes or plane not in PLANES:
         return [], "exact"
     q = _query(vector)
@@ -118,7 +120,19 @@ def search(
             rows = _hnsw(conn, plane, q, k, rf, 4 * MAX_SCAN_TUPLES)
         if len(rows) < k:
             plan, rows = "exact", _exact(conn, plane, q, k, rf)
-    return [Scored(str(r[0]), 1.0 - float(r[1])) for r in rows], plan
+    return [(int(r[0]), str(r[1]), 1.0 - float(r[2])) for r in rows], plan
+
+
+def search(
+    conn: psycopg.Connection[Any],
+    plane: str,
+    vector: Vector,
+    k: int,
+    rf: ReadFilter,
+    exact_max: int = EXACT_MAX,
+) -> tuple[list[Scored], Plan]:
+    rows, plan = search_rows(conn, plane, vector, k, rf, exact_max)
+    return [Scored(uid, sim) for _, uid, sim in rows], plan
 
 
 def explain(

@@ -1,0 +1,133 @@
+"""The search path on PostgreSQL (``SearchStore`` / ``SearchView`` of ``protocols_search.py``).
+
+Keys are the ``units`` table's bigint ids. Both legs run the filter in SQL on ``units`` itself
+(the dense leg's exact or HNSW scan, ``vectors.py``; BM25 from the transactional postings,
+``lexical.py``), so every key they return passed the exact filter in that statement's snapshot
+and each leg is ``checked``: no derived index trails the catalog here (D-240). The re-check is
+still exact when asked (it is the hydration with the filter), and the hydration is one
+statement whatever the number of keys.
+
+A view holds no connection between calls (the Protocol has no close): each call takes one from
+the pool and reads the newest committed snapshot. A Unit deleted between a leg and the
+hydration is left out of the hydration, as the Protocol allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import psycopg
+
+from ...readfilter import ReadFilter
+from ...types import Locator
+from ..protocols import Vector
+from ..protocols_search import HitRow, Leg, UnitKey
+from ..sqlite.units import unit_link
+from . import lexical as lexical_sql
+from . import vectors as vectors_sql
+from .filter_sql import where_sql
+
+Conn = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
+
+HIT_COLUMNS = (
+    "id, unit_id, scope, doc_id, modality, plane, source_uri, mime, text, loc_kind, loc_start,"
+    " loc_end, t_start_ms, t_end_ms, shot_idx, page, bbox_x0, bbox_y0, bbox_x1, bbox_y1,"
+    " object_key"
+)
+_COLS = tuple(c.strip() for c in HIT_COLUMNS.split(","))
+_LOC_KIND = _COLS.index("loc_kind")
+
+
+def _hit(r: tuple[Any, ...]) -> HitRow:
+    loc: Locator | None = None
+    link: str | None = None
+    if r[_LOC_KIND] is not None or r[-1]:  # Locators and object links are the rare rows
+        named = dict(zip(_COLS, r, strict=True))
+        loc = Locator.from_row(named) if r[_LOC_KIND] is not None else None
+        link = unit_link(named)
+    return HitRow(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], loc, link)
+
+
+def fetch_hit_rows(
+    conn: psycopg.Connection[Any], keys: Sequence[UnitKey], rf: ReadFilter | None = None
+) -> dict[UnitKey, HitRow]:
+    """Hit rows by key; with ``rf``, only the rows it admits (the exact re-check)."""
+    if not keys:
+        return {}
+    sql = f"SELECT {', '.join('u.' + c for c in _COLS)} FROM units u WHERE u.id = ANY(%s)"
+    params: list[object] = [[int(k) for k in keys]]
+    if rf is not None:
+        where, wparams = where_sql(rf)
+        sql += f" AND {where}"
+        params += wparams
+    return {int(r[0]): _hit(r) for r in conn.execute(sql.encode(), params)}
+
+
+class PgSearchStore:
+    def __init__(self, conn: Conn, exact_max: int) -> None:
+        self.conn = conn
+        self.exact_max = exact_max
+
+    def view(self, rf: ReadFilter) -> PgSearchView:
+        return PgSearchView(self, rf)
+
+    def cache_stats(self) -> tuple[int, int]:
+        return 0, 0  # no readable-candidate cache: the filter is the statement's own WHERE
+
+
+class PgSearchView:
+    def __init__(self, s: PgSearchStore, rf: ReadFilter) -> None:
+        self.s = s
+        self.rf = rf
+
+    def dense(self, vector: Vector, depth: int) -> Leg:
+        """Each plane's nearest admitted Units (exact or HNSW, D-202), merged by cosine."""
+        scored: list[tuple[float, int]] = []
+        plans: list[str] = []
+        with self.s.conn() as conn:
+            for plane in self.rf.planes:
+                rows, plan = vectors_sql.search_rows(
+                    conn, plane, vector, depth, self.rf, self.s.exact_max
+                )
+                if rows:
+                    plans.append(plan)
+                scored += [(sim, key) for key, _, sim in rows]
+        scored.sort(key=lambda x: (-x[0], x[1]))
+        detail = "+".join(self.rf.planes) + (f" ({','.join(sorted(set(plans)))})" if plans else "")
+        return Leg([k for _, k in scored[:depth]], detail, checked=True)
+
+    def lexical(self, terms: Sequence[str], depth: int, *, defer_check: bool) -> Leg:
+        # ``defer_check`` changes nothing: the SQL filter is exact, so the leg is checked.
+        with self.s.conn() as conn:
+            rows = lexical_sql.search_rows(conn, terms, depth, self.rf)
+        return Leg([k for k, _, _ in rows], "bm25 (postings)", checked=True)
+
+    def recheck(
+        self, fused: Sequence[tuple[UnitKey, float]], need: int
+    ) -> tuple[list[tuple[UnitKey, float]], Mapping[UnitKey, HitRow]]:
+        kept: list[tuple[UnitKey, float]] = []
+        rows: dict[UnitKey, HitRow] = {}
+        i = 0
+        with self.s.conn() as conn:
+            while len(kept) < need and i < len(fused):
+                chunk = fused[i : i + need]
+                i += need
+                got = fetch_hit_rows(conn, [k for k, _ in chunk], self.rf)
+                rows.update(got)
+                kept += [kv for kv in chunk if kv[0] in got]
+        return kept + list(fused[i:]), rows
+
+    def texts(self, keys: Sequence[UnitKey]) -> Mapping[UnitKey, str]:
+        if not keys:
+            return {}
+        with self.s.conn() as conn:
+            rows = conn.execute(
+                "SELECT id, text FROM units WHERE id = ANY(%s)", ([int(k) for k in keys],)
+            )
+            return {int(k): str(t) for k, t in rows}
+
+    def hits(self, keys: Sequence[UnitKey]) -> Mapping[UnitKey, HitRow]:
+        with self.s.conn() as conn:
+            return fetch_hit_rows(conn, keys)
