@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .ports import free_port, wait_until
+from .ports import free_port
 
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 2.0
@@ -68,6 +68,33 @@ class SeaweedFS:
         config = self.data_dir / "identities.json"
         config.write_text(json.dumps(_identities(access, secret)))
         config.chmod(0o600)
+        # A port picked free can be taken by another process before weed binds it (weed then
+        # exits at once): start again on fresh ports, up to three times.
+        for attempt in range(3):
+            ep = self._spawn(config, access, secret)
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                if self.proc is None or self.proc.poll() is not None:
+                    break  # exited: a port clash, most likely
+                try:
+                    if self._bucket_ready(ep):
+                        self.endpoint = ep
+                        self.started_in_s = time.monotonic() - t0
+                        return ep
+                except Exception:  # noqa: BLE001  (not serving yet)
+                    time.sleep(0.25)
+            code = None if self.proc is None else self.proc.poll()
+            self.stop()
+            if code is None or attempt == 2:
+                what = "timed out" if code is None else f"weed exited with {code}"
+                raise TimeoutError(
+                    f"SeaweedFS S3 not ready: {what}; see {self.data_dir / 'weed.log'}"
+                )
+        raise AssertionError("unreachable")
+
+    def _spawn(self, config: Path, access: str, secret: str) -> S3Endpoint:
+        """Start weed on freshly picked ports; the S3 endpoint it will serve."""
+        assert self.binary is not None
         s3_port = free_port()
         ports = {
             "master.port": free_port(),
@@ -104,15 +131,7 @@ class SeaweedFS:
             )
         finally:
             log.close()
-        ep = S3Endpoint(f"http://127.0.0.1:{s3_port}", access, secret, self.bucket)
-        try:
-            wait_until(lambda: self._bucket_ready(ep), timeout_s, "SeaweedFS S3", step_s=0.25)
-        except BaseException:
-            self.stop()
-            raise
-        self.endpoint = ep
-        self.started_in_s = time.monotonic() - t0
-        return ep
+        return S3Endpoint(f"http://127.0.0.1:{s3_port}", access, secret, self.bucket)
 
     def _bucket_ready(self, ep: S3Endpoint) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
