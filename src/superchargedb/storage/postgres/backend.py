@@ -30,7 +30,7 @@ from ..protocols import Backend
 from ..protocols_auth import AuthStore
 from ..protocols_search import SearchStore
 from ..protocols_writes import BulkLoad, WriteStore
-from ..sqlite.objects import FileBlobStore
+from ..sqlite.objects import FileBlobStore, FileObjects
 from . import migrations
 from . import vectors as vectors_sql
 from .audit_trail import PgAuditTrail
@@ -42,7 +42,6 @@ from .parts import (
     PgJobs,
     PgKV,
     PgLexical,
-    PgObjects,
     PgOutbox,
     PgUnits,
     PgVectors,
@@ -164,8 +163,8 @@ class PgBackend:
         return PgOutbox(self._conn)
 
     @property
-    def objects(self) -> PgObjects:
-        return PgObjects(self.blobs)
+    def objects(self) -> FileObjects:
+        return FileObjects(self.blobs)
 
     @property
     def kv(self) -> PgKV:

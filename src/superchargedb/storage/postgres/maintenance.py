@@ -22,7 +22,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,25 +35,11 @@ from psycopg.conninfo import conninfo_to_dict
 from ...errors import ConflictError, UnavailableError, ValidationError
 from ...models.embedder import Embedder
 from ..protocols_reads import BackupManifest, Maintenance
+from ..sqlite.backup import manifest_record
 
 FORMAT = 1
 DUMP = "catalog.pgdump"
 BATCH = 64
-
-
-def _manifest(m: Mapping[str, Any]) -> BackupManifest:
-    head = m.get("audit_head") or {}
-    return BackupManifest(
-        format=int(m["format"]),
-        created_at=int(m["created_at"]),
-        source=str(m["source"]),
-        units=int(m["units"]),
-        objects=int(m["objects"]),
-        model_id=m["model_id"],
-        audit_head_seq=head.get("seq"),
-        audit_head_hash=head.get("hash"),
-        seconds=float(m["seconds"]),
-    )
 
 
 def _empty_or_missing(path: Path) -> bool:
@@ -138,7 +124,7 @@ class PgMaintenance:
             "seconds": round(time.time() - t0, 3),
         }
         (dest / "manifest.json").write_text(json.dumps(manifest, indent=2))
-        return _manifest(manifest)
+        return manifest_record(manifest)
 
     def restore(self, src: Path) -> BackupManifest:
         path = src / "manifest.json"
@@ -163,7 +149,7 @@ class PgMaintenance:
         )
         if (src / "objects").is_dir():
             shutil.copytree(src / "objects", self.objects, dirs_exist_ok=True)
-        return _manifest(manifest)
+        return manifest_record(manifest)
 
     def reindex(self, embedder: Embedder, progress: Callable[[int, int], None]) -> int:
         with psycopg.connect(self.url, autocommit=True) as conn:

@@ -5,13 +5,12 @@ the modules beside this one; what they return is plain domain records."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from ...readfilter import ReadFilter
 from ..protocols import (
     AuditReport,
-    BlobInfo,
     JobRecord,
     JobState,
     Lease,
@@ -19,7 +18,6 @@ from ..protocols import (
     UnitRecord,
     Vector,
 )
-from ..sqlite.objects import FileBlobStore
 from . import audit as audit_sql
 from . import jobs as jobs_sql
 from . import lexical as lexical_sql
@@ -157,24 +155,3 @@ class PgKV(_Part):
         with self.conn() as conn:
             row = conn.execute("SELECT value FROM kv WHERE key = %s", (key,)).fetchone()
         return None if row is None else str(row[0])
-
-
-class PgObjects:
-    """The ObjectStore over the embedded file blob store (D-205)."""
-
-    def __init__(self, blobs: FileBlobStore) -> None:
-        self.blobs = blobs
-
-    def put(self, chunks: Iterable[bytes], max_bytes: int) -> BlobInfo:
-        sha, size = self.blobs.put(chunks, max_bytes)  # 413 past max_bytes, nothing kept
-        return BlobInfo(sha, size)
-
-    def read(self, sha256: str, start: int = 0, end: int | None = None) -> bytes:
-        with open(self.blobs.path(sha256), "rb") as f:
-            f.seek(start)
-            return f.read(-1 if end is None else max(0, end - start))
-
-    def info(self, sha256: str) -> BlobInfo | None:
-        if not self.blobs.exists(sha256):
-            return None
-        return BlobInfo(sha256, self.blobs.path(sha256).stat().st_size)

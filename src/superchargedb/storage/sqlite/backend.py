@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ from ... import faults
 from ...query_terms import query_terms
 from ...readfilter import ReadFilter
 from ..lock import DataDirLock
-from ..protocols import AuditReport, Backend, BlobInfo, ObjectStore, Scored, UnitRecord, Vector
+from ..protocols import AuditReport, Backend, ObjectStore, Scored, UnitRecord, Vector
 from ..protocols_auth import AuthStore
 from ..protocols_service import ServerBackend
 from ..vectors import VectorStore
@@ -39,7 +39,7 @@ from .job_views import SqliteJobViews
 from .jobs import JobQueue as SqlJobQueue
 from .listing import SqliteListing, SqliteUsage, SqliteWords
 from .object_rows import SqliteObjectCatalog
-from .objects import ORPHAN_GRACE_S, FileBlobStore, referenced_blobs, sweep_orphans
+from .objects import ORPHAN_GRACE_S, FileBlobStore, FileObjects, referenced_blobs, sweep_orphans
 from .search_store import ExactScan, SqliteSearchStore
 from .sessions import SqliteSessions
 from .sparse import SparseIndex
@@ -159,7 +159,7 @@ class SqliteBackend(SqliteWriteStore):
 
     @property
     def objects(self) -> ObjectStore:
-        return self._objects or _Objects(self.blobs)
+        return self._objects or FileObjects(self.blobs)
 
     @property
     def kv(self) -> _KV:
@@ -332,25 +332,6 @@ class SqliteOutbox:
         with self.catalog.write_lock():
             self.sync.apply_pending()
         return self.sync.applied_seq
-
-
-class _Objects:
-    def __init__(self, blobs: FileBlobStore) -> None:
-        self.blobs = blobs
-
-    def put(self, chunks: Iterable[bytes], max_bytes: int) -> BlobInfo:
-        sha, size = self.blobs.put(chunks, max_bytes)  # 413 past max_bytes, nothing kept
-        return BlobInfo(sha, size)
-
-    def read(self, sha256: str, start: int = 0, end: int | None = None) -> bytes:
-        with open(self.blobs.path(sha256), "rb") as f:
-            f.seek(start)
-            return f.read(-1 if end is None else max(0, end - start))
-
-    def info(self, sha256: str) -> BlobInfo | None:
-        if not self.blobs.exists(sha256):
-            return None
-        return BlobInfo(sha256, self.blobs.path(sha256).stat().st_size)
 
 
 class SqliteUnits:

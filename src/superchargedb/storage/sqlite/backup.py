@@ -13,10 +13,12 @@ import json
 import shutil
 import sqlite3
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ...errors import ConflictError, ValidationError
+from ..protocols_reads import BackupManifest
 
 FORMAT = 1
 
@@ -82,3 +84,19 @@ def restore_files(src: Path, data_dir: Path) -> dict[str, Any]:
     if (src / "objects").is_dir():
         shutil.copytree(src / "objects", data_dir / "objects")
     return dict(manifest)
+
+
+def manifest_record(m: Mapping[str, Any]) -> BackupManifest:
+    """``manifest.json``'s fields (``backup.py`` writes them; a restore reads them back)."""
+    head = m.get("audit_head") or {}
+    return BackupManifest(
+        format=int(m["format"]),
+        created_at=int(m["created_at"]),
+        source=str(m["source"]),
+        units=int(m["units"]),
+        objects=int(m["objects"]),
+        model_id=m["model_id"],
+        audit_head_seq=head.get("seq"),
+        audit_head_hash=head.get("hash"),
+        seconds=float(m["seconds"]),
+    )

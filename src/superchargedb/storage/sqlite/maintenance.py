@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ...models.embedder import Embedder
 from ..lock import DataDirLock
@@ -13,22 +12,6 @@ from ..protocols_reads import BackupManifest, Maintenance
 from . import backup as backup_mod
 from . import reindex as reindex_mod
 from .catalog import Catalog
-
-
-def _manifest(m: Mapping[str, Any]) -> BackupManifest:
-    """``manifest.json``'s fields (``backup.py`` writes them; a restore reads them back)."""
-    head = m.get("audit_head") or {}
-    return BackupManifest(
-        format=int(m["format"]),
-        created_at=int(m["created_at"]),
-        source=str(m["source"]),
-        units=int(m["units"]),
-        objects=int(m["objects"]),
-        model_id=m["model_id"],
-        audit_head_seq=head.get("seq"),
-        audit_head_hash=head.get("hash"),
-        seconds=float(m["seconds"]),
-    )
 
 
 class SqliteMaintenance:
@@ -45,10 +28,10 @@ class SqliteMaintenance:
         self.max_attempts = max_attempts
 
     def backup(self, dest: Path) -> BackupManifest:
-        return _manifest(backup_mod.backup(self.data, dest))
+        return backup_mod.manifest_record(backup_mod.backup(self.data, dest))
 
     def restore(self, src: Path) -> BackupManifest:
-        return _manifest(backup_mod.restore_files(src, self.data))
+        return backup_mod.manifest_record(backup_mod.restore_files(src, self.data))
 
     def reindex(self, embedder: Embedder, progress: Callable[[int, int], None]) -> int:
         lock = DataDirLock(self.data)

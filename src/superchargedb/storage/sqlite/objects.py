@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from ... import faults
 from ...errors import PayloadTooLargeError, ValidationError
+from ..protocols import BlobInfo
 
 log = logging.getLogger(__name__)
 
@@ -278,3 +279,25 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None | str:
     if start >= size or end < start:
         return "unsatisfiable"
     return start, min(end, size - 1)
+
+
+class FileObjects:
+    """The seam's ``ObjectStore`` over a :class:`FileBlobStore` (the embedded backend's, and the
+    PostgreSQL backend's while its blobs stay on local disk, D-205)."""
+
+    def __init__(self, blobs: FileBlobStore) -> None:
+        self.blobs = blobs
+
+    def put(self, chunks: Iterable[bytes], max_bytes: int) -> BlobInfo:
+        sha, size = self.blobs.put(chunks, max_bytes)  # 413 past max_bytes, nothing kept
+        return BlobInfo(sha, size)
+
+    def read(self, sha256: str, start: int = 0, end: int | None = None) -> bytes:
+        with open(self.blobs.path(sha256), "rb") as f:
+            f.seek(start)
+            return f.read(-1 if end is None else max(0, end - start))
+
+    def info(self, sha256: str) -> BlobInfo | None:
+        if not self.blobs.exists(sha256):
+            return None
+        return BlobInfo(sha256, self.blobs.path(sha256).stat().st_size)
