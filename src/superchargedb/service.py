@@ -215,6 +215,22 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
     ) -> dict[str, Any]:
         """``POST /v1/answer``: the search response plus a verified, cited ``answer``."""
         t0 = time.perf_counter()
+        q, rf, key = self._answer_request(principal, body, header_scope, query_scope)
+        if (cached := self._cached(key, t0)) is not None:
+            return cached
+        trace = Trace()
+        hits, answer = self.answerer.answer(q, rf, trace, t0)
+        return self._finish(key, hits, answer, trace, list(rf.scopes), principal)
+
+    def _answer_request(
+        self,
+        principal: Principal,
+        body: Any,
+        header_scope: str | None,
+        query_scope: str | None,
+    ) -> tuple[AegisQuery, ReadFilter, str]:
+        """An answer request checked and its filter built, with its result-cache key (the
+        streamed and the plain answer share entries: ``stream`` is not part of the key)."""
         q, rf, gens = self._read_request(principal, body, "answer", header_scope, query_scope)
         key = cache_key(
             "answer",
@@ -225,11 +241,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
             f"{self.versions};{self.answerer.chain_version}",
             rf,
         )
-        if (cached := self._cached(key, t0)) is not None:
-            return cached
-        trace = Trace()
-        hits, answer = self.answerer.answer(q, rf, trace, t0)
-        return self._finish(key, hits, answer, trace, list(rf.scopes), principal)
+        return q, rf, key
 
     def answer_stream(
         self,
@@ -243,16 +255,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         a status (401/402/403/422), the refusal gate and a model that fails before its first
         sentence are decided before the stream opens (D-37); the rest runs as it is read."""
         t0 = time.perf_counter()
-        q, rf, gens = self._read_request(principal, body, "answer", header_scope, query_scope)
-        key = cache_key(
-            "answer",
-            q.model_dump(mode="json", exclude={"stream"}),
-            list(rf.scopes),
-            principal,
-            gens,
-            f"{self.versions};{self.answerer.chain_version}",
-            rf,
-        )
+        q, rf, key = self._answer_request(principal, body, header_scope, query_scope)
         if (cached := self._cached(key, t0)) is not None:
             return self.answerer.events(cached)
         trace = Trace()
