@@ -22,7 +22,7 @@ from superchargedb.service import Service
 from superchargedb.settings import Settings
 from superchargedb.wiring import open_service
 
-pytest_plugins = ["stack_engines"]  # SeaweedFS / Valkey fixtures, started on first use
+pytest_plugins = ["stack_engines", "backend_suite"]  # engines on first use; the PG pass
 
 # The audit key and anchors live outside any data dir; keep both away from the real home.
 os.environ.setdefault("SCDB_AUDIT_KEY", "11" * 32)
@@ -81,9 +81,30 @@ def fake() -> Iterator[Any]:
         yield f
 
 
+# The backend every service the tests build runs on: the embedded default, or the server
+# stack's PostgreSQL (`SCDB_TEST_BACKEND=postgres`, a database per data dir on the session's
+# server). `make test` runs the server and service tests on both (backend_suite.py).
+BACKEND = os.environ.get("SCDB_TEST_BACKEND", "sqlite")
+if BACKEND not in ("sqlite", "postgres"):
+    raise RuntimeError(f"SCDB_TEST_BACKEND={BACKEND!r}: sqlite or postgres")
+
+
 def make_service(tmp: Path, embedder: Embedder, **overrides: Any) -> Service:
+    if BACKEND == "postgres" and "database_url" not in overrides:
+        import pg_stack
+
+        overrides["database_url"] = pg_stack.database(tmp)
     settings = Settings(data_dir=tmp, **overrides)
     return open_service(settings, embedder=embedder)
+
+
+@pytest.fixture(scope="module", autouse=BACKEND == "postgres")
+def _drop_test_databases() -> Iterator[None]:
+    """After a module (its module-scoped services are closed by then), its databases go."""
+    yield
+    import pg_stack
+
+    pg_stack.drop_created()
 
 
 def add_principal(

@@ -49,6 +49,9 @@ def _stop(s: postgres.PostgresServer) -> None:
     shutil.rmtree(s.data_dir, ignore_errors=True)
 
 
+_created: list[str] = []  # databases made since the last drop_created()
+
+
 def database(key: Path | str) -> str:
     """The URL of the database for ``key`` (created empty on first use; the same one after)."""
     import psycopg
@@ -58,7 +61,20 @@ def database(key: Path | str) -> str:
     with psycopg.connect(s.url(), autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
             conn.execute(f'CREATE DATABASE "{name}"'.encode())
+            _created.append(name)
     return s.url(name)
+
+
+def drop_created() -> None:
+    """Drop the databases made since the last call (a test's, once it is over): a suite run on
+    PostgreSQL makes one per service, each a copy of the template."""
+    import psycopg
+
+    if not _created or _server is None or not _server.alive():
+        return
+    with psycopg.connect(_server.url(), autocommit=True) as conn:
+        while _created:
+            conn.execute(f'DROP DATABASE IF EXISTS "{_created.pop()}" WITH (FORCE)'.encode())
 
 
 def terminate(application_name: str) -> int:

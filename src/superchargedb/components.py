@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 @dataclass
 class Components:
     settings: Settings
-    lock: DataDirLock
+    lock: DataDirLock | None  # the embedded store's; a shared database takes none
     embedder: Embedder
     backend: ServerBackend  # the one store: every storage part below is a view of it
     audit_key: bytes

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .settings import Settings
+from .storage.protocols_auth import AuthStore
+from .storage.protocols_reads import AuditTrail
 from .storage.sqlite.audit_trail import SqliteAuditTrail
 from .storage.sqlite.offline import OfflineCatalog
 from .tenancy import TenancyMixin
@@ -17,20 +19,40 @@ from .tenancy import TenancyMixin
 
 class OperatorStore(TenancyMixin):
     def __init__(self, settings: Settings) -> None:
+        if settings.database_url:
+            self._init_database(settings)
+            return
         self._offline = OfflineCatalog(
             Path(settings.data_dir),
             settings.sqlite_synchronous,
             settings.audit_key_file,
             settings.audit_anchor_file,
         )
-        self.catalog = self._offline.catalog  # the facade's audit reads (tenancy.py)
         self.audit_key = self._offline.audit_key
         self.audit_anchor = self._offline.audit_anchor
-        self.auth_store = self._offline.auth
-        self.audit_trail = SqliteAuditTrail(self.catalog, self.audit_key, self.audit_anchor)
+        self.auth_store: AuthStore = self._offline.auth
+        self.audit_trail: AuditTrail = SqliteAuditTrail(
+            self._offline.catalog, self.audit_key, self.audit_anchor
+        )
+        self._close = self._offline.close
+
+    def _init_database(self, s: Settings) -> None:
+        """The server stack's database: shared with running servers, so no lock (D-246)."""
+        from .storage.postgres.open import open_operator
+        from .storage.sqlite import audit
+
+        data = Path(s.data_dir)
+        self.audit_key = audit.load_key(s.audit_key_file)
+        self.audit_anchor = audit.anchor_path(data, s.audit_anchor_file)
+        backend = open_operator(
+            s, audit_key=self.audit_key, blobs_root=data / "objects", audit_anchor=self.audit_anchor
+        )
+        self.auth_store = backend
+        self.audit_trail = backend.audit_trail
+        self._close = backend.close
 
     def close(self) -> None:
-        self._offline.close()
+        self._close()
 
     def __enter__(self) -> OperatorStore:
         return self

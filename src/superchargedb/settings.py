@@ -141,6 +141,12 @@ class Settings(BaseSettings):
     redis_cache_prefix: str = "scdb:rc:"
     redis_cache_ttl_s: int = Field(default=600, ge=1)
 
+    # The system of record: unset = the embedded SQLite catalog under data_dir; a PostgreSQL
+    # URL (postgresql://...) = the server stack's backend (storage/postgres/, D-246), which
+    # any number of API and worker processes share.
+    database_url: str | None = Field(default=None, pattern=r"^postgres(ql)?://")
+    database_pool_size: int = Field(default=8, ge=1)
+
     # Objects in an S3-compatible store (storage/s3/, D-190); unset = files under data_dir.
     s3_endpoint_url: str | None = None
     s3_bucket: str = "scdb"
@@ -265,6 +271,7 @@ NOT_SERVER_SETTINGS = frozenset(
         "SCDB_ISOLATION_EXAMPLES",  # tests: generated worlds of the isolation property tests
         "SCDB_ISOLATION_REPORT",  # tests: where the isolation property test writes its counts
         "SCDB_SCHEMATHESIS_EXAMPLES",  # tests: examples per operation of the schema fuzzing
+        "SCDB_TEST_BACKEND",  # tests: the backend the service tests run on (sqlite, postgres)
     }
 )
 

@@ -10,6 +10,7 @@ reverse (``Components.close``).
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from .storage.lock import DataDirLock
 from .storage.protocols import Outbox
 from .storage.protocols_reads import Maintenance
 from .storage.protocols_service import ServerBackend
+from .storage.protocols_writes import WriteStore
 from .storage.s3.objects import S3BlobStore
 from .storage.sqlite import audit
 from .storage.sqlite.backend import SqliteBackend
@@ -118,15 +120,54 @@ def blob_store(s: Settings, data: Path) -> FileBlobStore:
     return store
 
 
+def _open_backend(
+    s: Settings,
+    lock: DataDirLock | None,
+    *,
+    emb: EmbedExecutor,
+    audit_key: bytes,
+    audit_anchor: Path,
+    blobs: FileBlobStore,
+    locked_at: float,
+) -> tuple[ServerBackend, dict[str, Any]]:
+    """The one backend (D-231, D-246) and what it shows of itself (``_embedded_parts``)."""
+    if s.database_url:
+        from .storage.postgres.open import open_backend
+
+        pg = open_backend(
+            s,
+            model_id=emb.model_id,
+            dim=emb.dim,
+            audit_key=audit_key,
+            blobs=blobs,
+            audit_anchor=audit_anchor,
+        )
+        return pg, {}
+    assert lock is not None
+    sqlite = open_sqlite_server(
+        s,
+        lock,
+        model_id=emb.model_id,
+        dim=emb.dim,
+        audit_key=audit_key,
+        audit_anchor=audit_anchor,
+        blobs=blobs,
+        locked_at=locked_at,
+    )
+    return sqlite, _embedded_parts(sqlite)
+
+
 def build_components(settings: Settings, embedder: Embedder | None = None) -> Components:
-    """Lock the data dir and build every part over it (nothing started yet)."""
+    """Lock the data dir (the embedded store's; a database is shared) and build every part
+    over it (nothing started yet)."""
     s = settings
     data = Path(s.data_dir)
     data.mkdir(parents=True, exist_ok=True)
     (data / "index").mkdir(exist_ok=True)
     (data / "objects").mkdir(exist_ok=True)
-    lock = DataDirLock(data)
-    lock.acquire()
+    lock = None if s.database_url else DataDirLock(data)
+    if lock is not None:
+        lock.acquire()
     locked_at = time.time()  # anything in objects/ older than this has no live writer
     # numpy's OpenBLAS spreads even a 2,000 x 384 product over every core, and under load
     # its spinning threads made the exact scan 17x slower (D-42: thread counts are settings).
@@ -139,24 +180,20 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         audit_key = audit.load_key(s.audit_key_file)
         cache = make_result_cache(s, audit_key)  # its namespace: this deployment's (D-191)
         audit_anchor = audit.anchor_path(data, s.audit_anchor_file)
-        # The one backend (D-231): another kind is opened here instead, from its settings,
-        # with no embedded parts to show.
-        sqlite = open_sqlite_server(
+        backend, inside = _open_backend(
             s,
             lock,
-            model_id=emb.model_id,
-            dim=emb.dim,
+            emb=emb,
             audit_key=audit_key,
             audit_anchor=audit_anchor,
             blobs=blobs,
             locked_at=locked_at,
         )
-        backend: ServerBackend = sqlite
-        inside = _embedded_parts(sqlite)
     except BaseException:
         if emb is not None:
             emb.close()
-        lock.release()
+        if lock is not None:
+            lock.release()
         raise
     reranker = make_reranker(s)
     searcher = Searcher(s, backend.search, emb, reranker)
@@ -246,16 +283,49 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
     """A ``superchargedb worker`` process's parts: it does not own the data dir."""
     s = settings
     emb = embedder or _model(s)
-    store = open_sqlite_worker(s, model_id=emb.model_id, audit_key=audit.load_key(s.audit_key_file))
-    deps = IngestDeps(settings=s, store=store, embedder=emb, blobs=blob_store(s, Path(s.data_dir)))
-    return WorkerContext(deps, Ingestor(deps), store.close)
+    key = audit.load_key(s.audit_key_file)
+    blobs = blob_store(s, Path(s.data_dir))
+    store: WriteStore
+    if s.database_url:
+        from .storage.postgres.open import open_backend
+
+        store = open_backend(s, model_id=emb.model_id, dim=emb.dim, audit_key=key, blobs=blobs)
+        close = store.close
+    else:
+        sqlite = open_sqlite_worker(s, model_id=emb.model_id, audit_key=key)
+        store, close = sqlite, sqlite.close
+    deps = IngestDeps(settings=s, store=store, embedder=emb, blobs=blobs)
+    return WorkerContext(deps, Ingestor(deps), close)
 
 
 def open_maintenance(settings: Settings) -> Maintenance:
-    """The data dir's whole-store operations (backup, restore, reindex) for the offline CLI."""
+    """The data dir's whole-store operations (backup, restore, reindex) for the offline CLI:
+    the database's and its blob folder's when ``database_url`` is set."""
+    if settings.database_url:
+        from .storage.postgres.maintenance import PgMaintenance
+
+        return PgMaintenance(
+            settings.database_url, Path(settings.data_dir) / "objects", _pg_bin_dir()
+        )
     return SqliteMaintenance(
         Path(settings.data_dir),
         settings.sqlite_synchronous,
         settings.job_lease_s,
         settings.job_max_attempts,
     )
+
+
+def _pg_bin_dir() -> Path:
+    """The PostgreSQL client programs (pg_dump, pg_restore): the stack extra's, which match its
+    server, else the ones on PATH."""
+    from .stack.postgres import StackUnavailableError, bin_dir
+
+    try:
+        return bin_dir()
+    except StackUnavailableError:
+        found = shutil.which("pg_dump")
+        if found is None:
+            raise ValidationError(
+                "backup and restore on PostgreSQL need pg_dump and pg_restore on PATH"
+            ) from None
+        return Path(found).parent

@@ -135,6 +135,27 @@ class PgBackend:
         b.outbox.replay()
         return b
 
+    def stale_units(self) -> int:
+        """Units embedded with another model than this store's (counted up to 1000)."""
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM units WHERE model_id <> %s LIMIT 1000) s",
+                (self.model_id,),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    @staticmethod
+    def recorded_model(url: str) -> tuple[int, str] | None:
+        """The vectors' dimension and model id a migrated database records, else None."""
+        with psycopg.connect(url, autocommit=True) as conn:
+            if conn.execute("SELECT to_regclass('meta')").fetchone() in (None, (None,)):
+                return None
+            got = conn.execute("SELECT key, value FROM meta WHERE key IN ('dim', 'model_id')")
+            rows: dict[str, str] = {str(k): str(v) for k, v in got}
+        if "dim" not in rows or "model_id" not in rows:
+            return None
+        return int(rows["dim"]), str(rows["model_id"])
+
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[Any]]:
         with self.pool.connection() as conn:

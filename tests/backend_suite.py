@@ -1,0 +1,53 @@
+"""Which tests run on the server stack's backend too, and the ones that stay embedded-only.
+
+`make test` runs the suite on the embedded default, then again with `SCDB_TEST_BACKEND=postgres`
+(`pytest -p backend_suite`), where every test that builds a service (the `svc`, `client` and
+`live` fixtures, or `make_service`/`open_service` directly) runs on a PostgreSQL database of its
+own and the rest are deselected (they run once, above). A test that cannot run there is listed
+in ``EMBEDDED_ONLY`` with the reason; ``test_backend_suite.py`` fails on an entry without one
+or one that names no test.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+SERVICE_FIXTURES = {"svc", "client", "live"}
+
+# node id, or a prefix of one (a whole file: "tests/test_x.py"), -> why it is embedded-only.
+EMBEDDED_ONLY: dict[str, str] = {}
+
+
+def builds_a_service(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    module = getattr(item, "module", None)
+    direct = module is not None and any(
+        hasattr(module, f) for f in ("make_service", "open_service", "build_components")
+    )
+    return bool(names & SERVICE_FIXTURES) or direct
+
+
+def embedded_only(nodeid: str) -> str | None:
+    for prefix, why in EMBEDDED_ONLY.items():
+        if nodeid == prefix or nodeid.startswith(prefix + "::") or nodeid.startswith(prefix + "["):
+            return why
+        if prefix.endswith(".py") and nodeid.startswith(prefix):
+            return why
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("SCDB_TEST_BACKEND", "sqlite") != "postgres":
+        return
+    keep, drop = [], []
+    for item in items:
+        (keep if builds_a_service(item) else drop).append(item)
+    for item in keep:
+        why = embedded_only(item.nodeid)
+        if why is not None:
+            item.add_marker(pytest.mark.skip(reason=f"embedded-only: {why}"))
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
