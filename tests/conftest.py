@@ -20,6 +20,7 @@ from superchargedb.auth import principals as principals_mod
 from superchargedb.models.embedder import Embedder, make_embedder
 from superchargedb.service import Service
 from superchargedb.settings import Settings
+from superchargedb.storage.sqlite.backend import SqliteBackend
 from superchargedb.wiring import open_service
 
 pytest_plugins = ["stack_engines"]  # SeaweedFS / Valkey fixtures, started on first use
@@ -84,6 +85,14 @@ def fake() -> Iterator[Any]:
 def make_service(tmp: Path, embedder: Embedder, **overrides: Any) -> Service:
     settings = Settings(data_dir=tmp, **overrides)
     return open_service(settings, embedder=embedder)
+
+
+def embedded(svc: Service) -> SqliteBackend:
+    """The service's backend as the embedded one, for a test that inspects SQLite internals
+    (its catalog, index sync, vector store or job queue) rather than a Protocol."""
+    backend = svc.parts.backend
+    assert isinstance(backend, SqliteBackend), f"not the embedded backend: {type(backend)}"
+    return backend
 
 
 def add_principal(
