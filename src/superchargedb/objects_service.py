@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import faults
 from .auth import acl
@@ -37,8 +37,8 @@ from .types import PLANES, Principal
 if TYPE_CHECKING:
     from .settings import Settings
     from .storage.protocols import Outbox
-    from .storage.protocols_service import ObjectCatalog, ServiceStore
-    from .storage.protocols_writes import QuotaLedger, StoredUnit
+    from .storage.protocols_service import ObjectCatalog, ServiceStore, ServiceTx
+    from .storage.protocols_writes import QuotaLedger, StoredUnit, StoreTx
 
 _CT = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*")
 
@@ -112,8 +112,9 @@ class ObjectsMixin:
                             used=held,
                             requested=staged.size,
                         )
-                    # Named inside the write, with the row committed before the write's lock is
-                    # released: the collector runs in write order too (FileBlobStore.commit).
+                    # Named inside the write, pinned until the row commits: the collector
+                    # never removes a blob this PUT de-duplicates onto (D-245).
+                    tx.object_rows.pin(staged.sha256)
                     self.blobs.commit(staged)
                     faults.point("objects.put.before_row")
                     tx.object_rows.put(
@@ -241,15 +242,19 @@ class ObjectsMixin:
             rf = dataclasses.replace(rf, groups=frozenset())
         return self.object_rows.citing(obj, rf)
 
-    def check_blobs_kept(self, prepared: Iterable[Any]) -> None:
-        """Under the write lock, before Units citing a blob are stored: the blob is still there.
+    def check_blobs_kept(self, tx: StoreTx, prepared: Iterable[Any]) -> None:
+        """In the write, before Units citing a blob are stored: the blob is still there.
 
-        The collector runs under the same lock, so a blob seen here stays until these Units
-        (or the job pinning it) commit; one collected since the object was resolved fails the
-        request as a whole instead of storing Units that cite missing bytes.
+        The blob is pinned first (D-245), so one seen here stays until these Units (or the job
+        pinning it) commit; one collected since the object was resolved fails the request as a
+        whole instead of storing Units that cite missing bytes.
         """
+        # The gate exists only in a server, whose write store is this service's ServiceStore.
+        rows = cast("ServiceTx", tx).object_rows
         for p in prepared:
             sha = getattr(p, "object_sha", None)
+            if sha:
+                rows.pin(sha)
             if sha and not self.blobs.exists(sha):
                 raise ConflictError(
                     f"the object {p.object_key} was deleted while this request ran;"

@@ -245,9 +245,7 @@ def postgres_kind(lease_s: float = 300.0) -> Kind:
 # catalog re-checks) and FTS5 inside the catalog (where the SQL filter is the only one).
 # Contract areas a backend kind does not implement yet, with the reason; their checks skip on
 # it, saying so. Only the server stack's kind may be here, and the list only shrinks.
-PENDING: dict[str, dict[str, str]] = {
-    "postgres": {"service": "not yet implemented on PostgreSQL (the server-stack issue)"},
-}
+PENDING: dict[str, dict[str, str]] = {}
 
 
 def skip_pending(kind: str, area: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -325,6 +326,43 @@ def check_object_writes_and_collection(kind: Factory, tmp: Path) -> None:
         b.close()
 
 
+def check_a_pinned_blob_outlives_the_collector(kind: Factory, tmp: Path) -> None:
+    """A collector that runs while a write holds a pin on an unreferenced blob waits for the
+    write to end: when the write names the blob, the blob is kept; once nothing references it,
+    the next collection removes it."""
+    b = kind().open(tmp / "store")
+    try:
+        sha, size = _blob(b, "pinned")
+        result: list[bool] = []
+        with b.write() as tx:
+            tx.object_rows.pin(sha)
+            collector = threading.Thread(target=lambda: result.append(b.object_rows.collect(sha)))
+            collector.start()
+            collector.join(0.5)
+            assert collector.is_alive(), "the collector did not wait for the pin"
+            tx.object_rows.put(
+                StoredObject(
+                    "acme/alpha/p.pdf",
+                    "alice",
+                    sha,
+                    size,
+                    "application/pdf",
+                    "acme/alpha",
+                    (),
+                    "alice",
+                )
+            )
+        collector.join(10)
+        assert result == [False]
+        assert b.objects.info(sha) is not None
+        with b.write() as tx:
+            tx.object_rows.remove("acme/alpha/p.pdf", "alice")
+        assert b.object_rows.collect(sha)
+        assert b.objects.info(sha) is None
+    finally:
+        b.close()
+
+
 def check_backend_reports_its_state(kind: Factory, tmp: Path) -> None:
     """A freshly opened store is ready and its consistency report is ok; an object whose blob
     is lost makes the report not ok (data is lost) and names the blob; sizes are in MB."""
@@ -360,6 +398,7 @@ def check_backend_reports_its_state(kind: Factory, tmp: Path) -> None:
 CHECKS = {
     f.__name__: f
     for f in (
+        check_a_pinned_blob_outlives_the_collector,
         check_backend_reports_its_state,
         check_listing_follows_the_filter,
         check_usage_and_words,

@@ -89,6 +89,14 @@ class _CollectsReferenced(SqliteObjectCatalog):
         return True
 
 
+class _CollectsUnlocked(SqliteObjectCatalog):
+    """The collector counts references outside the write lock: a blob a write in flight has
+    pinned and is about to name is removed."""
+
+    def collect(self, sha256: str) -> bool:
+        return self.blobs.collect(self.catalog.reader(), sha256)
+
+
 class _UsageAllDays(SqliteUsage):
     """Request counts summed over every day, not the ones asked for."""
 
@@ -132,6 +140,7 @@ USAGE = "check_usage_and_words"
 RESOLVE = "check_objects_resolve_by_the_rule"
 OBJECT_WRITES = "check_object_writes_and_collection"
 REPORTS = "check_backend_reports_its_state"
+PINNED = "check_a_pinned_blob_outlives_the_collector"
 # variant: (its backend, the check that catches it, a check it does not touch)
 BROKEN: dict[str, tuple[type[SqliteBackend], str, str]] = {
     "IgnoresGroups": (IgnoresGroups, LISTING, USAGE),
@@ -143,6 +152,7 @@ BROKEN: dict[str, tuple[type[SqliteBackend], str, str]] = {
     "NewestFirst": (_objects_variant(_NewestFirst), RESOLVE, LISTING),
     "CollectsReferenced": (_objects_variant(_CollectsReferenced), OBJECT_WRITES, USAGE),
     "DoctorSkipsObjects": (DoctorSkipsObjects, REPORTS, LISTING),
+    "CollectsUnlocked": (_objects_variant(_CollectsUnlocked), PINNED, LISTING),
 }
 
 

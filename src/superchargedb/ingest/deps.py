@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..models.embedder import Embedder
     from ..settings import Settings
     from ..storage.protocols_service import StoredObject
-    from ..storage.protocols_writes import QuotaLedger, WriteStore
+    from ..storage.protocols_writes import QuotaLedger, StoreTx, WriteStore
     from ..storage.sqlite.objects import FileBlobStore
     from ..types import Principal
 
@@ -28,7 +28,7 @@ class ObjectGate(Protocol):
 
     def check_media_caps(self, principal: Principal, planes: Iterable[str]) -> None: ...
 
-    def check_blobs_kept(self, prepared: Iterable[Any]) -> None: ...
+    def check_blobs_kept(self, tx: StoreTx, prepared: Iterable[Any]) -> None: ...
 
     def media_caps(self, principal: Principal) -> tuple[int | None, int | None]: ...
 

@@ -146,7 +146,7 @@ class Ingestor:
                 later = [
                     d for d in ([p for p in doc if p.index not in refused] for doc in later) if d
                 ]
-                self.objects.check_blobs_kept(prepared)
+                self.objects.check_blobs_kept(tx, prepared)
                 self._check_quota(tx, principal, prepared)
                 faults.point("ingest.quota.after_check")
                 outcomes = self._write(tx, principal, texts, mode, check_quota=False)

@@ -154,6 +154,12 @@ class ObjectRows(Protocol):
 class ObjectRowsWriter(ObjectRows, ObjectRowWriter, Protocol):
     """The objects inside the one write transaction: reads see its own writes."""
 
+    def pin(self, sha256: str) -> None:
+        """Keep the blob from the collector until this transaction ends: taken before a write
+        names a blob that may already be stored (a PUT de-duplicating onto it, Units citing
+        it), so :meth:`ObjectCatalog.collect` never removes it in between (D-245)."""
+        ...
+
     def put(self, obj: StoredObject) -> StoredObject:
         """Create or replace ``obj.acl_owner``'s object at its key (a replace keeps scope,
         groups and creator); stamps ``created_at`` later than every write at the key so far,

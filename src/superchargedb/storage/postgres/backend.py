@@ -9,14 +9,16 @@ statements are off, so every statement is planned with its parameters (a generic
 hide a filter's selectivity from the planner, and the plane's partial index from the HNSW
 scan).
 
-Blobs are the embedded file store (``storage/sqlite/objects.py``: content-addressed files under
-``objects_dir``) until the S3 store lands (D-205).
+Blobs are the blob store it is given: content-addressed files under ``objects_dir``
+(``storage/sqlite/objects.py``; every process must see the same folder) or an S3 bucket
+(``storage/s3/objects.py``), the one a server stack runs with (D-205).
 """
 
 from __future__ import annotations
 
+import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,13 +31,16 @@ from ...errors import ConflictError
 from ..protocols import Backend
 from ..protocols_auth import AuthStore
 from ..protocols_search import SearchStore
+from ..protocols_service import ServerBackend
 from ..protocols_writes import BulkLoad, WriteStore
 from ..sqlite.objects import FileBlobStore, FileObjects
 from . import migrations
 from . import vectors as vectors_sql
 from .audit_trail import PgAuditTrail
 from .counts import PgCounts
+from .doctor import doctor
 from .job_views import PgJobViews
+from .object_catalog import PgObjectCatalog
 from .parts import (
     PgAudit,
     PgBulkLoad,
@@ -48,6 +53,7 @@ from .parts import (
 )
 from .principals import PgPrincipals
 from .search_store import PgSearchStore
+from .service_reads import PgKeyframeReader, PgListing, PgUsageReader, PgWordReader
 from .sessions import PgSessions
 from .sql import OnPool
 from .write_rows import PgDocs, PgQuota
@@ -93,6 +99,7 @@ class PgBackend:
         exact_max: int = vectors_sql.EXACT_MAX,
         pool_size: int = 8,
         audit_anchor: Path | None = None,
+        blobs: FileBlobStore | None = None,
     ) -> PgBackend:
         """Migrate the database (once, whoever comes first), open a pool and apply what the
         outbox holds unapplied (a process that died between its commit and its replay)."""
@@ -116,7 +123,7 @@ class PgBackend:
         b = cls(
             url,
             pool,
-            FileBlobStore(objects_dir),
+            blobs if blobs is not None else FileBlobStore(objects_dir),
             audit_key=audit_key,
             model_id=model_id,
             lease_s=lease_s,
@@ -202,6 +209,47 @@ class PgBackend:
     def bulk(self) -> PgBulkLoad:
         return PgBulkLoad(self.outbox)
 
+    # -- the facade's reads (protocols_service.py) -------------------------------------------
+    @property
+    def listing(self) -> PgListing:
+        return PgListing(self._conn)
+
+    @property
+    def usage(self) -> PgUsageReader:
+        return PgUsageReader(self._conn)
+
+    @property
+    def words(self) -> PgWordReader:
+        return PgWordReader(self._conn)
+
+    @property
+    def keyframes(self) -> PgKeyframeReader:
+        return PgKeyframeReader(self._conn)
+
+    @property
+    def object_rows(self) -> PgObjectCatalog:
+        return PgObjectCatalog(self._conn, OnPool(self._conn), self.blobs)
+
+    @property
+    def ready(self) -> bool:
+        """Nothing to load: every index is the database's own."""
+        return True
+
+    def sizes(self) -> Mapping[str, float]:
+        with self._conn() as conn:
+            row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+        return {"database_mb": round(int(row[0] if row else 0) / 2**20, 2)}
+
+    def doctor(self) -> str:
+        with self._conn() as conn:
+            report = doctor(
+                conn,
+                model_id=self.model_id,
+                objects_root=self.blobs.root,
+                blob_exists=self.blobs.exists,
+            )
+        return json.dumps(report)
+
     @contextmanager
     def ordered(self) -> Iterator[None]:
         """Nothing to hold: the outbox's deltas commute and its applier takes its own lock, so
@@ -230,5 +278,6 @@ if TYPE_CHECKING:  # mypy checks this backend against the seam
     _backend: type[Backend] = PgBackend
     _writes: type[WriteStore] = PgBackend
     _auth: type[AuthStore] = PgBackend
+    _server: type[ServerBackend] = PgBackend
     _search: type[SearchStore] = PgSearchStore
     _bulk: type[BulkLoad] = PgBulkLoad

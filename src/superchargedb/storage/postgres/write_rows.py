@@ -14,10 +14,10 @@ from ..protocols_writes import DocKey, IdempotencyKey, MediaUse, StoredUnit, Usa
 from .filter_sql import scope_sql
 from .sql import Row, Sql, refuse_nul
 
-_STORED = "u.unit_id, u.scope, u.doc_id, u.acl_owner, u.acl_groups, u.content_hash, u.plane"
+STORED = "u.unit_id, u.scope, u.doc_id, u.acl_owner, u.acl_groups, u.content_hash, u.plane"
 
 
-def _stored(r: Row) -> StoredUnit:
+def stored_unit(r: Row) -> StoredUnit:
     return StoredUnit(str(r[0]), str(r[1]), str(r[2]), str(r[3]), tuple(r[4]), str(r[5]), str(r[6]))
 
 
@@ -52,13 +52,13 @@ class PgDocs:
         arrays = _columns([k for _, k in placed], width)
         types = ", ".join(["%s::text[]"] * width)
         rows = self.sql.rows(
-            f"SELECT k.n, {_STORED} FROM unnest({types}) WITH ORDINALITY"
+            f"SELECT k.n, {STORED} FROM unnest({types}) WITH ORDINALITY"
             f" AS k(s, d, o{extra_col}, n) JOIN units u ON u.scope = k.s AND u.doc_id = k.d"
             f" AND u.acl_owner = k.o {extra} ORDER BY k.n, u.chunk_idx, u.id",
             arrays,
         )
         for r in rows:
-            out[placed[int(r[0]) - 1][0]].append(_stored(r[1:]))
+            out[placed[int(r[0]) - 1][0]].append(stored_unit(r[1:]))
         return out
 
     def in_scopes(
@@ -81,10 +81,10 @@ class PgDocs:
                 return []
             where, first = "u.doc_id = %s", [doc_id]
         rows = self.sql.rows(
-            f"SELECT {_STORED} FROM units u WHERE {where} AND {s_sql} ORDER BY u.id",
+            f"SELECT {STORED} FROM units u WHERE {where} AND {s_sql} ORDER BY u.id",
             [*first, *params],
         )
-        return [_stored(r) for r in rows]
+        return [stored_unit(r) for r in rows]
 
     def reserve(self, docs: Iterable[DocKey], created_by: str, at_ms: int) -> None:
         # One order of row locks for every writer; a key with a NUL byte has no Unit to count.

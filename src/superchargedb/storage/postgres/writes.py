@@ -22,9 +22,10 @@ from ..protocols import JobRecord, JobSpec, Lease, UnitRecord, Vector
 from . import audit as audit_sql
 from . import jobs as jobs_sql
 from . import units as units_sql
+from .object_catalog import PgObjectRowsTx
 from .principals import PgPrincipalWriter
 from .sql import OnCursor
-from .write_rows import PgDocs, PgKeyframes, PgObjectRows, PgQuota, PgUsage, PgWords
+from .write_rows import PgDocs, PgKeyframes, PgQuota, PgUsage, PgWords
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,8 @@ class PgTx:
         return PgWords(self.sql)
 
     @property
-    def object_rows(self) -> PgObjectRows:
-        return PgObjectRows(self.sql)
+    def object_rows(self) -> PgObjectRowsTx:  # ServiceTx (protocols_service.py)
+        return PgObjectRowsTx(self.sql)
 
     @property
     def keyframes(self) -> PgKeyframes:

@@ -31,7 +31,7 @@ from typing import Any
 
 from ...errors import UnavailableError, ValidationError
 from ..protocols import BlobInfo
-from ..sqlite.objects import FileBlobStore, Staged, blob_refs
+from ..sqlite.objects import FileBlobStore, Staged
 
 log = logging.getLogger(__name__)
 
@@ -191,11 +191,7 @@ class S3BlobStore(FileBlobStore):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
 
-    def collect(self, conn: Any, sha256: str) -> bool:
-        """Remove a blob nothing in the catalog references (under the catalog write lock;
-        ``conn`` is the catalog's, handed to its reference count)."""
-        if blob_refs(conn, sha256):
-            return False
+    def remove(self, sha256: str) -> bool:
         if self.remote_size(sha256) is None:
             return False
         with _s3_errors("remove a blob"):

@@ -65,6 +65,10 @@ class SqliteObjectRowsTx(SqlObjectRows):
     def bytes_held(self, owner: str, *, excluding: str) -> int:
         return _bytes_held(self.conn, owner, excluding)
 
+    def pin(self, sha256: str) -> None:
+        """Nothing to take: the collector runs under the catalog write lock this transaction
+        holds until it commits."""
+
     def put(self, obj: StoredObject) -> StoredObject:
         self.conn.execute(
             "INSERT INTO objects(key, acl_owner, sha256, size, content_type, scope,"

@@ -129,6 +129,11 @@ class FileBlobStore:
         """
         if blob_refs(conn, sha256):
             return False
+        return self.remove(sha256)
+
+    def remove(self, sha256: str) -> bool:
+        """Delete the blob (the caller has found nothing referencing it, under the lock that
+        orders it against a write naming it); True when it was there."""
         try:
             self.path(sha256).unlink()
         except FileNotFoundError:
