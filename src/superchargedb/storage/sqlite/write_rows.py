@@ -47,32 +47,17 @@ class SqlDocs:
         self.applied = applied
 
     def find(self, keys: Sequence[IdempotencyKey]) -> list[list[StoredUnit]]:
-        c = self.conn()
-        return [
-            [
-                stored_unit(r)
-                for r in c.execute(
-                    f"SELECT {STORED_COLUMNS} FROM units u WHERE scope = ? AND doc_id = ?"
-                    " AND acl_owner = ? AND content_hash = ? ORDER BY chunk_idx",
-                    key,
-                )
-            ]
-            for key in keys
-        ]
+        where = "scope = ? AND doc_id = ? AND acl_owner = ? AND content_hash = ? ORDER BY chunk_idx"
+        return self._each(where, keys)
 
     def units_of(self, docs: Sequence[DocKey]) -> list[list[StoredUnit]]:
+        return self._each("scope = ? AND doc_id = ? AND acl_owner = ?", docs)
+
+    def _each(self, where: str, keys: Sequence[Sequence[str]]) -> list[list[StoredUnit]]:
+        """The stored Units that match ``where`` for each key's parameters, one list a key."""
         c = self.conn()
-        return [
-            [
-                stored_unit(r)
-                for r in c.execute(
-                    f"SELECT {STORED_COLUMNS} FROM units u"
-                    " WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
-                    doc,
-                )
-            ]
-            for doc in docs
-        ]
+        sql = f"SELECT {STORED_COLUMNS} FROM units u WHERE {where}"
+        return [[stored_unit(r) for r in c.execute(sql, key)] for key in keys]
 
     def in_scopes(
         self, scopes: Sequence[str], *, doc_id: str | None = None, unit_id: str | None = None
