@@ -23,11 +23,13 @@ class OperatorStore(TenancyMixin):
             settings.audit_key_file,
             settings.audit_anchor_file,
         )
-        self.catalog = self._offline.catalog  # the facade's audit reads (tenancy.py)
         self.audit_key = self._offline.audit_key
         self.audit_anchor = self._offline.audit_anchor
         self.auth_store = self._offline.auth
-        self.audit_trail = SqliteAuditTrail(self.catalog, self.audit_key, self.audit_anchor)
+        # The facade's audit reads (tenancy.py) go through this trail, not the catalog.
+        self.audit_trail = SqliteAuditTrail(
+            self._offline.catalog, self.audit_key, self.audit_anchor
+        )
 
     def close(self) -> None:
         self._offline.close()
