@@ -238,8 +238,8 @@ def test_dead_server_lease_is_claimable_at_once(tmp_path, embedder):
     s = make_service(data, embedder, job_workers=0)  # default 300 s lease
     try:
         assert job_row(s, job_id)["state"] == "queued"
-        job = embedded(s).queue.claim()
-        assert job is not None and job.id == job_id and job.attempts == 2
+        lease = s.writes.jobs.claim()
+        assert lease is not None and lease.job_id == job_id and lease.attempt == 2
     finally:
         s.close()
 
@@ -276,9 +276,9 @@ def test_live_external_worker_keeps_its_lease_until_it_dies(tmp_path, embedder):
         s = make_service(data, embedder, job_workers=0)  # a server restart
         row = job_row(s, held)
         assert row["state"] == "running" and row["lease_token"] == token
-        other = embedded(s).queue.claim()
-        assert other is not None and other.id == ids[1]  # not the live worker's job
-        assert embedded(s).queue.claim() is None
+        other = s.writes.jobs.claim()
+        assert other is not None and other.job_id == ids[1]  # not the live worker's job
+        assert s.writes.jobs.claim() is None
         # Another external worker starting up does not take it either.
         open_worker(s.settings, embedder=embedder).close()
         assert job_row(s, held)["lease_token"] == token
