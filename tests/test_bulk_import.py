@@ -82,7 +82,8 @@ def test_import_keeps_catalog_index_and_audit_in_lockstep(svc: Service) -> None:
     report = svc.doctor()
     assert report["ok"], report
     ids, vectors, lexical = indexed(svc)
-    assert vectors == ids and lexical == ids
+    assert vectors == ids
+    assert lexical == ids
     assert svc.audit_verify(OPERATOR)["ok"]
     alice = svc.authenticate("Bearer aegis_sk_alice")
     for i, text in enumerate(real):
@@ -253,7 +254,8 @@ def test_import_killed_during_a_background_vector_add_recovers(
     try:
         ids, vectors, lexical = indexed(s)
         assert 60 <= len(ids) < 240 and len(ids) % 60 == 0  # whole batches only
-        assert vectors == ids and lexical == ids
+        assert vectors == ids
+        assert lexical == ids
         assert s.doctor()["ok"] and s.audit_verify(OPERATOR)["ok"]
     finally:
         s.close()
