@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from bench.common.service import embedded
 from bench.crash_workload import ALICE, Model, State
 
 
@@ -223,9 +224,9 @@ def doctor(data: Path, embedder: Any, problems: list[str]) -> dict[str, Any]:
     svc = open_service(Settings(data_dir=data, job_workers=0), embedder=embedder)
     try:
         report = svc.doctor()
-        lex = svc.sync.lexical
+        lex = embedded(svc).sync.lexical
         if lex is not None:  # the derived lexical index holds the catalog's ids too
-            ids = {r[0] for r in svc.catalog.reader().execute("SELECT id FROM units")}
+            ids = {r[0] for r in embedded(svc).catalog.reader().execute("SELECT id FROM units")}
             keys = set(lex.keys().tolist())
             report["lexical_index"] = {
                 "ok": ids == keys,

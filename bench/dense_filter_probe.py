@@ -28,6 +28,7 @@ from bench.common import evaldir
 from bench.common.data import BASE_SCOPE
 from bench.common.embedcache import open_cache
 from bench.common.paths import CACHE_DIR
+from bench.common.service import embedded
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = queries[:: max(1, len(queries) // args.queries)][: args.queries]
     svc, _, _ = S.open_service(args.data, open_cache("scale_pool", CACHE_DIR), "sparse")
     readers = S.add_readers(svc)
-    store, lex, k = svc.store, svc.searcher.store.lexical, args.k
+    store, lex, k = embedded(svc).sync.store, svc.searcher.store.lexical, args.k
     index = store._ix[args.plane]
     n = len(index)
     plain = SimpleNamespace(filters=None, modalities=None)

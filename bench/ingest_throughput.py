@@ -41,7 +41,7 @@ from bench.common.evaldir import shown
 from bench.common.paths import RESULTS
 from bench.common.report import command, write_report
 from bench.common.server import Server, free_port
-from bench.common.service import PRINCIPAL_KEY, make_service
+from bench.common.service import PRINCIPAL_KEY, embedded, make_service
 
 
 def unit_texts(text: str, emb: Any, settings: Any) -> list[str]:
@@ -98,7 +98,8 @@ def breakdown(corpus: dict[str, Any], ids: list[str]) -> dict[str, float]:
             pipeline.chunk_text = timed("chunk", orig_chunk)  # type: ignore[assignment]
             emb.embed = timed("embed", emb.embed)  # type: ignore[method-assign]
             ing._write = timed("write (SQL, FTS, audit)", ing._write)  # type: ignore[method-assign]
-            svc.sync.apply_pending = timed("apply (vector index)", svc.sync.apply_pending)  # type: ignore[method-assign]
+            sync = embedded(svc).sync
+            sync.apply_pending = timed("apply (vector index)", sync.apply_pending)  # type: ignore[method-assign]
             docs = [{"text": unit_text(corpus[d]), "doc_id": d, "scope": doc_scope(d)} for d in ids]
             t0 = time.perf_counter()
             svc.ingest(alice, {"units": docs})

@@ -46,7 +46,7 @@ from bench.common.paths import CACHE_DIR, RESULTS
 from bench.common.plotting import pyplot
 from bench.common.proc import child_env, module_cmd
 from bench.common.report import command, write_report
-from bench.common.service import make_service
+from bench.common.service import embedded, make_service
 from bench.common.stats import pct
 
 MODES = ("lexical", "dense", "hybrid")
@@ -227,7 +227,8 @@ def child(args: argparse.Namespace) -> int:
             (args.out / f"scale_profile_{n}.txt").write_text(prof.output_text(unicode=True))
         rep["cells"] = run_cells(svc, alice, readers, queries, MODES, LEVELS, f"search {n}")
         rep["rss_mb_after_search"], rep["rss_mb_peak"] = rss_mb()
-        rep["lexical_index"] = svc.sync.lexical.stats() if svc.sync.lexical else None
+        lexical = embedded(svc).sync.lexical
+        rep["lexical_index"] = lexical.stats() if lexical else None
     finally:
         svc.close()
     if args.fts5_queries:

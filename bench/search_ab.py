@@ -34,6 +34,7 @@ from bench import scale_data as SD
 from bench.common import evaldir
 from bench.common.embedcache import open_cache
 from bench.common.paths import CACHE_DIR
+from bench.common.service import embedded
 
 REPO = Path(__file__).resolve().parent.parent
 MODULES = ("visibility", "fusion", "hits", "sparse_search", "lexical", "hybrid")  # deps first
@@ -49,8 +50,9 @@ def old_searcher(mod: ModuleType, svc: Any) -> Any:
         return mod.Searcher(svc)
     new = svc.searcher
     if "catalog" in params:
+        b = embedded(svc)
         return mod.Searcher(
-            svc.settings, svc.catalog, svc.sync, svc.store, new.embedder, new.reranker
+            svc.settings, b.catalog, b.sync, b.sync.store, new.embedder, new.reranker
         )
     return mod.Searcher(svc.settings, new.store, new.embedder, new.reranker)
 

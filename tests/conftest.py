@@ -20,6 +20,7 @@ from superchargedb.auth import principals as principals_mod
 from superchargedb.models.embedder import Embedder, make_embedder
 from superchargedb.service import Service
 from superchargedb.settings import Settings
+from superchargedb.storage.sqlite.backend import SqliteBackend
 from superchargedb.wiring import open_service
 
 pytest_plugins = ["stack_engines", "backend_suite"]  # engines on first use; the PG pass
@@ -105,6 +106,17 @@ def _drop_test_databases() -> Iterator[None]:
     import pg_stack
 
     pg_stack.drop_created()
+
+
+def embedded(svc: Service) -> SqliteBackend:
+    """The service's backend as the embedded one, for a test that inspects SQLite internals
+    (its catalog, index sync, vector store or job queue) rather than a Protocol."""
+    backend = svc.parts.backend
+    if BACKEND == "postgres" and not isinstance(backend, SqliteBackend):
+        # The suite's PostgreSQL pass (backend_suite.py): what follows is the SQLite files'.
+        pytest.skip("embedded-only: the test inspects the SQLite backend's own internals")
+    assert isinstance(backend, SqliteBackend), f"not the embedded backend: {type(backend)}"
+    return backend
 
 
 def add_principal(

@@ -2,16 +2,18 @@
 
 Loaded as a plugin by ``conftest.py``. An engine starts the first time a test asks for it (a
 run that needs neither starts neither) and stops when the session ends. Tests share an engine
-and keep apart by name: each takes its own S3 key prefix (``s3_store``) or Valkey key prefix
-(``valkey_prefix``). Without the wheels the tests that need them skip, naming the install.
+and keep apart by name: each takes its own S3 key prefix (``s3_prefix``) or Valkey key prefix
+(``valkey_prefix``). Without the wheels the tests that need them skip, naming the install. A
+module that runs a suite again with its objects in the bucket takes ``objects_in_bucket``.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,3 +72,29 @@ def valkey_prefix() -> str:
 def s3_local(tmp_path: Path) -> Path:
     """Where an S3 blob store keeps its upload temp files and local copies."""
     return tmp_path / "s3-local"
+
+
+@pytest.fixture
+def s3_client(seaweedfs: S3Endpoint) -> Any:
+    """A client of the shared bucket, to see what a store put there (or take it away)."""
+    from superchargedb.storage.s3.client import make_client
+
+    return make_client(seaweedfs.url, seaweedfs.access_key, seaweedfs.secret_key)
+
+
+def objects_in_bucket(prefix: str) -> Callable[..., Iterator[S3Endpoint]]:
+    """The autouse fixture of a module that runs another suite's tests again with the objects
+    in the shared bucket under ``prefix``: the settings point there (``SCDB_S3_*``) before
+    the suite's own fixtures build a service. Assign it to a name in that module."""
+
+    @pytest.fixture(scope="module", autouse=True)
+    def objects_in_s3(seaweedfs: S3Endpoint) -> Iterator[S3Endpoint]:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("SCDB_S3_ENDPOINT_URL", seaweedfs.url)
+            mp.setenv("SCDB_S3_BUCKET", seaweedfs.bucket)
+            mp.setenv("SCDB_S3_PREFIX", prefix)
+            mp.setenv("SCDB_S3_ACCESS_KEY", seaweedfs.access_key)
+            mp.setenv("SCDB_S3_SECRET_KEY", seaweedfs.secret_key)
+            yield seaweedfs
+
+    return objects_in_s3

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from conftest import embedded
 from superchargedb.types import PLANES
 
 # Tables left out of the dump, and why they are not logical state. (The catalog has no
@@ -101,11 +102,11 @@ def state_dump(svc: Any) -> dict[str, Any]:
         lexical = {"fts5": fts_ids(conn)}
     finally:
         conn.close()
-    sparse = getattr(svc.sync, "lexical", None)
+    sparse = getattr(embedded(svc).sync, "lexical", None)
     if sparse is not None:
         ids = sparse.keys()  # an array of catalog ids, not a dict view
         lexical["sparse"] = sorted(int(k) for k in ids)
-    vectors = {p: sorted(int(k) for k in svc.store.keys(p)) for p in PLANES}
+    vectors = {p: sorted(int(k) for k in embedded(svc).sync.store.keys(p)) for p in PLANES}
     return {
         "tables": tables,
         "vectors": vectors,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import ALICE, BOB, auth
+from conftest import ALICE, BOB, auth, embedded
 
 
 def create(client, headers, **spec):
@@ -24,7 +24,7 @@ def test_keys_stored_only_as_hashes(client, svc):
     assert r.status_code == 201, r.text
     key = r.json()["key"]
     dump = "\n".join(
-        str(tuple(row)) for row in svc.catalog.reader().execute("SELECT * FROM api_keys")
+        str(tuple(row)) for row in embedded(svc).catalog.reader().execute("SELECT * FROM api_keys")
     )
     assert key not in dump and "aegis_sk_alice" not in dump
     out = client.post("/v1/search", headers=auth(key), json={"q": "anything"})
@@ -140,7 +140,8 @@ def test_revoke_expire_rotate(client):
 def test_admin_changes_are_audited(client, svc):
     create(client, ALICE, name="aud", perms=["read"], tier="pro", scopes=["acme/alpha"])
     actions = [
-        r[0] for r in svc.catalog.reader().execute("SELECT action FROM audit_log ORDER BY seq")
+        r[0]
+        for r in embedded(svc).catalog.reader().execute("SELECT action FROM audit_log ORDER BY seq")
     ]
     assert "principal.create" in actions
     r = client.get("/v1/audit/verify", headers=ALICE)

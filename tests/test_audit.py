@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from conftest import add_principal, make_service
+from conftest import add_principal, embedded, make_service
 from superchargedb.storage.sqlite import audit
 
 
@@ -148,9 +148,11 @@ def test_concurrent_writers_leave_one_linear_chain(tmp_path, embedder):
     for t in threads:
         t.join()
     assert not errors
-    rows = svc.catalog.reader().execute("SELECT seq FROM audit_log ORDER BY seq").fetchall()
+    rows = (
+        embedded(svc).catalog.reader().execute("SELECT seq FROM audit_log ORDER BY seq").fetchall()
+    )
     assert [r[0] for r in rows] == list(range(1, 21))
-    assert audit.verify(svc.catalog.reader(), svc.audit_key)["ok"]
+    assert audit.verify(embedded(svc).catalog.reader(), svc.audit_key)["ok"]
     svc.close()
 
 
@@ -169,7 +171,7 @@ def test_records_written_before_key_ids_still_verify_and_count(tmp_path, embedde
     add_principal(svc, "w", perms=["read", "write"], scopes=["acme"])
     add_principal(svc, "g", perms=["read", "write"], scopes=["globex"])
     key = svc.audit_key
-    with svc.catalog.write() as conn:
+    with embedded(svc).catalog.write() as conn:
         old = {"seq": 1, "at": 1, "actor": "w", "action": "ingest", "removed": []}
         h = audit.chain_hash(key, audit.GENESIS, old)
         conn.execute(
@@ -180,7 +182,7 @@ def test_records_written_before_key_ids_still_verify_and_count(tmp_path, embedde
     for who in ("w", "g"):
         p = svc.authenticate(f"Bearer aegis_sk_test_{who}")
         svc.ingest(p, {"units": [{"text": f"new format by {who}", "doc_id": who}]})
-    conn = svc.catalog.reader()
+    conn = embedded(svc).catalog.reader()
     assert audit.verify(conn, key)["ok"] and audit.verify(conn, key)["records"] == 3
     new = [json.loads(r[0]) for r in conn.execute("SELECT record FROM audit_log WHERE seq > 1")]
     assert all(r["actor_key_id"].startswith("k_") for r in new)

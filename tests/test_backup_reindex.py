@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from conftest import add_principal, make_service
+from conftest import add_principal, embedded, make_service
 from corpus import DISTRACTORS
 from superchargedb.auth.admin import OPERATOR
 from superchargedb.errors import UnavailableError
@@ -25,7 +25,7 @@ QUERIES = [
 
 
 def ids_of(svc):
-    return {r[0] for r in svc.catalog.reader().execute("SELECT unit_id FROM units")}
+    return {r[0] for r in embedded(svc).catalog.reader().execute("SELECT unit_id FROM units")}
 
 
 def run_queries(svc, p):
@@ -124,7 +124,9 @@ def test_model_change_detected_and_reindexed(tmp_path, embedder):
         p = svc2.authenticate("Bearer aegis_sk_test_w")
         hit = svc2.search(p, {"q": DISTRACTORS[3], "mode": "dense", "top_k": 1})["hits"][0]
         assert hit["unit_id"] == ids[3]
-        models = {r[0] for r in svc2.catalog.reader().execute("SELECT model_id FROM units")}
+        models = {
+            r[0] for r in embedded(svc2).catalog.reader().execute("SELECT model_id FROM units")
+        }
         assert models == {other.model_id}
     finally:
         svc2.close()

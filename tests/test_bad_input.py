@@ -37,7 +37,7 @@ from bad_input_cases import (
     Case,
     unit,
 )
-from conftest import ALICE, LiveServer, add_principal, auth, make_service
+from conftest import ALICE, LiveServer, add_principal, auth, embedded, make_service
 from statedump import diff, state_dump
 from superchargedb.api.app import create_app
 from superchargedb.auth import principals as principals_mod
@@ -177,7 +177,8 @@ def check_read(env: Env, case: Case, column: str | None, value: str) -> None:
         assert ids or column == "modality", body
         for uid in ids:
             got = (
-                env.svc.catalog.reader()
+                embedded(env.svc)
+                .catalog.reader()
                 .execute(f"SELECT {column} FROM units WHERE unit_id = ?", (uid,))
                 .fetchone()[0]
             )
@@ -202,7 +203,8 @@ def check_written(env: Env, case: Case, fieldname: str, value: str, n: int) -> N
         lost = [x for x in rows if json.dumps(x, default=str) not in kept]
         assert not lost, (table, lost[:3])
     row = (
-        env.svc.catalog.reader()
+        embedded(env.svc)
+        .catalog.reader()
         .execute(
             "SELECT text, doc_id, source_uri, mime, acl_owner, acl_groups FROM units"
             " WHERE unit_id = ?",
@@ -235,7 +237,7 @@ def check_stored(env: Env, case: Case, kind: str, value: str) -> None:
         kept = {json.dumps(x, default=str) for x in after["tables"].get(table, [])}
         lost = [x for x in rows if json.dumps(x, default=str) not in kept]
         assert not lost, (table, lost[:3])
-    db = env.svc.catalog.reader()
+    db = embedded(env.svc).catalog.reader()
     if kind == "object":
         key = r.json()["key"]
         got = db.execute("SELECT acl_groups FROM objects WHERE key = ?", (key,)).fetchone()[0]
@@ -301,7 +303,7 @@ def test_state_dump_sees_every_kind_of_change(svc):
     assert state_dump(svc)["objects"] != after["objects"]
     (svc.blobs.root / "tmp" / "partial").unlink()
     uid = res["results"][0]["unit_id"]
-    with svc.catalog.write() as w:
+    with embedded(svc).catalog.write() as w:
         row = w.execute(
             "SELECT id, text, context, acl FROM units WHERE unit_id = ?", (uid,)
         ).fetchone()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import make_service
+from conftest import embedded, make_service
 from corpus import DISTRACTORS
 from superchargedb.auth.admin import OPERATOR
 from superchargedb.cli.main import app
@@ -41,9 +41,18 @@ def random_vectors(n: int, seed: int = 0) -> np.ndarray:
 
 
 def count(svc: Service, table: str, where: str = "1") -> int:
-    return int(
-        svc.catalog.reader().execute(f"SELECT COUNT(*) FROM {table} WHERE {where}").fetchone()[0]
-    )
+    conn = embedded(svc).catalog.reader()
+    return int(conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}").fetchone()[0])
+
+
+def indexed(svc: Service) -> tuple[set[int], set[int], set[int] | None]:
+    """The catalog's Unit ids, and the ids the text plane's vector index and the lexical
+    index hold (None: no lexical index)."""
+    b = embedded(svc)
+    ids = {r[0] for r in b.catalog.reader().execute("SELECT id FROM units")}
+    lex = b.sync.lexical
+    vectors = set(b.sync.store.keys("text").tolist())
+    return ids, vectors, None if lex is None else set(lex.keys().tolist())
 
 
 def batches(recs: list, vecs: np.ndarray, size: int):
@@ -72,9 +81,9 @@ def test_import_keeps_catalog_index_and_audit_in_lockstep(svc: Service) -> None:
     assert count(svc, "outbox") == 0  # checkpointed at the end, then compacted
     report = svc.doctor()
     assert report["ok"], report
-    ids = {r[0] for r in svc.catalog.reader().execute("SELECT id FROM units")}
-    assert set(svc.store.keys("text").tolist()) == ids
-    assert svc.sync.lexical is not None and set(svc.sync.lexical.keys().tolist()) == ids
+    ids, vectors, lexical = indexed(svc)
+    assert vectors == ids
+    assert lexical == ids
     assert svc.audit_verify(OPERATOR)["ok"]
     alice = svc.authenticate("Bearer aegis_sk_alice")
     for i, text in enumerate(real):
@@ -115,7 +124,8 @@ def test_import_survives_restart(tmp_path: Path, embedder) -> None:
     try:
         assert count(s, "units") == 120
         assert s.doctor()["ok"]
-        assert s.sync.lexical is not None and s.sync.lexical.n_docs == 120
+        lexical = embedded(s).sync.lexical
+        assert lexical is not None and lexical.n_docs == 120
     finally:
         s.close()
 
@@ -176,17 +186,18 @@ def test_pipelined_import_matches_indexes_derived_from_the_catalog(
             if i == 2:
                 # Another writer while a batch's vector add may be in flight.
                 s.ingest(alice, {"units": [{"text": "Interleaved note on glassblowing."}]})
-                seen.append((s.sync.applied_seq, len(s.store.keys("text"))))
+                sync = embedded(s).sync
+                seen.append((sync.applied_seq, len(sync.store.keys("text"))))
             yield part
 
     out = import_batches(s, interleaved())
     assert out["created"] == 242 and out["batches"] == 5
-    ids = {r[0] for r in s.catalog.reader().execute("SELECT id FROM units")}
-    top = int(s.catalog.reader().execute("SELECT MAX(seq) FROM units").fetchone()[0])
-    assert s.sync.applied_seq >= top
+    ids, vectors, _ = indexed(s)
+    top = int(embedded(s).catalog.reader().execute("SELECT MAX(seq) FROM units").fetchone()[0])
+    assert embedded(s).sync.applied_seq >= top
     # The ingest between batches applied (and waited for) everything committed before it.
     assert seen[0] == (121, 121)
-    assert set(s.store.keys("text").tolist()) == ids
+    assert vectors == ids
     queries = ["Record number 17", "beekeepers hive frames", "glassblowing", "tidal mill grain"]
 
     def results(svc: Service) -> list[list[tuple[str, float]]]:
@@ -211,7 +222,7 @@ def test_pipelined_import_matches_indexes_derived_from_the_catalog(
             f.unlink()
     s = make_service(tmp_path / "d", embedder)
     try:
-        assert set(s.store.keys("text").tolist()) == ids
+        assert indexed(s)[1] == ids
         assert results(s) == before
     finally:
         s.close()
@@ -241,10 +252,10 @@ def test_import_killed_during_a_background_vector_add_recovers(
     assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]
     s = open_service(Settings(data_dir=data), embedder=embedder)  # the session's model
     try:
-        ids = {r[0] for r in s.catalog.reader().execute("SELECT id FROM units")}
+        ids, vectors, lexical = indexed(s)
         assert 60 <= len(ids) < 240 and len(ids) % 60 == 0  # whole batches only
-        assert set(s.store.keys("text").tolist()) == ids
-        assert s.sync.lexical is not None and set(s.sync.lexical.keys().tolist()) == ids
+        assert vectors == ids
+        assert lexical == ids
         assert s.doctor()["ok"] and s.audit_verify(OPERATOR)["ok"]
     finally:
         s.close()
@@ -255,6 +266,6 @@ def test_import_killed_during_a_background_vector_add_recovers(
     s = open_service(Settings(data_dir=data), embedder=embedder)  # the session's model
     try:
         assert count(s, "units") == 240 and s.doctor()["ok"]
-        assert len(s.store.keys("text")) == 240
+        assert len(embedded(s).sync.store.keys("text")) == 240
     finally:
         s.close()

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import embedded
 from superchargedb.client import (
     Answer,
     AnswerEvent,
@@ -169,13 +170,13 @@ def test_every_error_class_for_its_real_case(live, svc, monkeypatch):
             alice.ingest([{"text": f"unit {i}"} for i in range(n)])
         assert big.value.status == 413 and big.value.extra["limit"] == n - 1
 
-        svc.sync.ready = False  # as during the index replay at startup
+        embedded(svc).sync.ready = False  # as during the index replay at startup
         try:
             with pytest.raises(Unavailable) as un:
                 alice.ready()
             assert un.value.status == 503
         finally:
-            svc.sync.ready = True
+            embedded(svc).sync.ready = True
         assert alice.ready() == {"status": "ready"}
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from conftest import embedded
 from superchargedb import faults
 
 REPO = Path(__file__).resolve().parent.parent
@@ -131,13 +132,13 @@ def test_every_job_run_heartbeats_by_construction(
             res = c.post("/v1/ingest", headers=ALICE, json={"units": [unit]}).json()["results"][0]
             assert res["status"] == "queued", res
             seen: list[tuple[str, int]] = []
-            beat = svc.jobs.heartbeat
+            beat = embedded(svc).queue.heartbeat
 
             def heartbeat(job: Any, progress: float) -> None:
                 seen.append((threading.current_thread().name, job.attempts))
                 beat(job, progress)
 
-            monkeypatch.setattr(svc.jobs, "heartbeat", heartbeat)
+            monkeypatch.setattr(embedded(svc).queue, "heartbeat", heartbeat)
             monkeypatch.setattr(faults, "POINTS", set())
             runner = JobRunner(svc.ingestor, svc.writes.jobs, MediaLimits(timeout_s=60))
             assert runner.run_once()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_service
+from conftest import embedded, make_service
 from superchargedb.demo import seed
 from superchargedb.demo.media import KEYNOTE_KEY, RUNBOOK_KEY, UNIT_SCOPE, seed_media
 from superchargedb.models.embedder import Embedder
@@ -27,7 +27,7 @@ def test_demo_media_answer_the_spec_question(tmp_path: Path, embedder: Embedder)
         seed(svc)
         out = seed_media(svc, "aegis_sk_alice")
         assert set(out["jobs"]) == {KEYNOTE_KEY, RUNBOOK_KEY}
-        conn = svc.catalog.reader()
+        conn = embedded(svc).catalog.reader()
         deadline = time.time() + 240
         for jid in out["jobs"].values():
             while (state := conn.execute("SELECT state FROM jobs WHERE id=?", (jid,)).fetchone())[

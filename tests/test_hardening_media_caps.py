@@ -98,9 +98,9 @@ def test_queued_pdfs_cannot_pass_the_pages_cap_together(server, http):
     assert both.status_code == 402
     assert job_ids(http, fay) == [first.json()["results"][0]["job_id"]]
     # The first job fails: its reservation is given back and the next document fits.
-    lease = svc.jobs.claim()
-    assert lease is not None and lease.id == first.json()["results"][0]["job_id"]
-    assert svc.jobs.fail(lease, "the engine crashed", retry=False) == "failed"
+    lease = svc.writes.jobs.claim()
+    assert lease is not None and lease.job_id == first.json()["results"][0]["job_id"]
+    assert svc.writes.jobs.fail(lease, "the engine crashed", retry=False) == "failed"
     again = ingest(http, fay, ("t/fay/b.pdf", "application/pdf"))
     assert again.status_code == 200 and again.json()["results"][0]["status"] == "queued"
 

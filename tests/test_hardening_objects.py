@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import ALICE, BOB, LiveServer, add_principal, auth, make_service
+from conftest import ALICE, BOB, LiveServer, add_principal, auth, embedded, make_service
 from superchargedb.service import Service
 from superchargedb.settings import Settings
 
@@ -172,7 +172,12 @@ def test_object_bytes_count_in_usage_and_against_the_tier_cap(server, http):
 
 
 def audit_rows(svc: Service) -> list[dict[str, Any]]:
-    rows = svc.catalog.reader().execute("SELECT record FROM audit_log ORDER BY seq").fetchall()
+    rows = (
+        embedded(svc)
+        .catalog.reader()
+        .execute("SELECT record FROM audit_log ORDER BY seq")
+        .fetchall()
+    )
     return [json.loads(r[0]) for r in rows]
 
 
@@ -229,7 +234,8 @@ def test_units_keep_the_blob_they_were_derived_from(server, http):
     v2 = b"Second version, nothing about freezes."
     assert put(http, key, v2, ALICE, if_match=etag(v1)).status_code == 201
     row = (
-        svc.catalog.reader()
+        embedded(svc)
+        .catalog.reader()
         .execute("SELECT object_sha FROM units WHERE unit_id = ?", (uid,))
         .fetchone()
     )
@@ -385,7 +391,8 @@ def test_an_ingest_racing_the_delete_of_its_object_stores_nothing(server, http, 
     t.join(60)
     assert result["r"].status_code == 409, result["r"].text
     n = (
-        svc.catalog.reader()
+        embedded(svc)
+        .catalog.reader()
         .execute("SELECT COUNT(*) FROM units WHERE doc_id = 'racing'")
         .fetchone()[0]
     )

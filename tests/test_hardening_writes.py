@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import ALICE, BOB, LiveServer, add_principal, auth, make_service
+from conftest import ALICE, BOB, LiveServer, add_principal, auth, embedded, make_service
 
 SCOPE = "acme/alpha/backend"
 MISSING_UNIT = "0190f1a4-0000-7000-8000-000000000000"
@@ -54,7 +54,11 @@ def ingest(c: httpx.Client, who: dict[str, str], *units: dict[str, Any], **kw: A
 
 
 def unit_ids(svc: Any, doc_id: str) -> set[str]:
-    rows = svc.catalog.reader().execute("SELECT unit_id FROM units WHERE doc_id = ?", (doc_id,))
+    rows = (
+        embedded(svc)
+        .catalog.reader()
+        .execute("SELECT unit_id FROM units WHERE doc_id = ?", (doc_id,))
+    )
     return {r[0] for r in rows}
 
 
@@ -102,7 +106,11 @@ def test_admin_without_read_cannot_patch_or_replace_others(server):
     res = ingest(c, wade, {**body, "scope": SCOPE}, mode="replace")
     assert res["results"][0]["status"] == "created", res
     assert uid in unit_ids(svc, "w-ali2")
-    row = svc.catalog.reader().execute("SELECT acl_groups FROM units WHERE unit_id = ?", (uid,))
+    row = (
+        embedded(svc)
+        .catalog.reader()
+        .execute("SELECT acl_groups FROM units WHERE unit_id = ?", (uid,))
+    )
     assert row.fetchone()[0] == '["eng-backend"]'
 
 
@@ -140,7 +148,11 @@ def test_admin_cannot_replace_a_private_document_of_another_owner(server):
     # The very same content cannot be re-permissioned through ingest either.
     res = ingest(c, adam, {**secret, "acl_owner": "dave", "scope": SCOPE, "acl_groups": ["ops"]})
     assert res["results"][0]["error"]["code"] == "not_found", res
-    row = svc.catalog.reader().execute("SELECT acl_groups FROM units WHERE unit_id = ?", (mine,))
+    row = (
+        embedded(svc)
+        .catalog.reader()
+        .execute("SELECT acl_groups FROM units WHERE unit_id = ?", (mine,))
+    )
     assert row.fetchone()[0] == "[]"
 
 
@@ -198,7 +210,11 @@ def test_ingest_into_a_group_one_is_not_in_is_refused(server):
         {"text": "Walt's own note.", "doc_id": "w-walt", "scope": SCOPE, "acl_groups": ["ops"]},
     )
     assert again["results"][0]["error"]["code"] == "forbidden_group", again
-    row = svc.catalog.reader().execute("SELECT acl_groups FROM units WHERE doc_id = 'w-walt'")
+    row = (
+        embedded(svc)
+        .catalog.reader()
+        .execute("SELECT acl_groups FROM units WHERE doc_id = 'w-walt'")
+    )
     assert row.fetchone()[0] == "[]"
 
 
@@ -219,7 +235,11 @@ def test_patch_adds_only_own_groups_and_always_removes(server):
     # An admin too adds only groups within its own.
     r = c.patch(url, json={"acl_groups": ["ops", "eng-backend"]}, headers=adam)
     assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_group", r.text
-    row = svc.catalog.reader().execute("SELECT acl_groups FROM units WHERE doc_id = 'w-rota'")
+    row = (
+        embedded(svc)
+        .catalog.reader()
+        .execute("SELECT acl_groups FROM units WHERE doc_id = 'w-rota'")
+    )
     assert row.fetchone()[0] == '["ops"]'
     r = c.patch(url, json={"acl_groups": []}, headers=adam)
     assert r.status_code == 200 and r.json()["updated"] == 1, r.text
@@ -240,5 +260,5 @@ def test_a_document_keeps_groups_it_already_has(server):
     ingest(c, ALICE, {**doc, "text": "Walt's shared plan v1.", "acl_owner": "walt"})
     res = ingest(c, keys["walt"], {**doc, "text": "Walt's shared plan v2."})
     assert res["results"][0]["status"] == "created", res
-    rows = svc.catalog.reader().execute("SELECT text FROM units WHERE doc_id = 'w-kept'")
+    rows = embedded(svc).catalog.reader().execute("SELECT text FROM units WHERE doc_id = 'w-kept'")
     assert [r[0] for r in rows] == ["Walt's shared plan v2."]

@@ -25,28 +25,23 @@ from superchargedb.storage.sqlite.objects import FileBlobStore
 
 
 @pytest.fixture
-def client(seaweedfs: S3Endpoint) -> Any:
-    return make_client(seaweedfs.url, seaweedfs.access_key, seaweedfs.secret_key)
+def store(s3_client: Any, seaweedfs: S3Endpoint, s3_prefix: str, s3_local: Path) -> S3BlobStore:
+    return S3BlobStore(s3_client, seaweedfs.bucket, s3_local, prefix=s3_prefix)
 
 
-@pytest.fixture
-def store(client: Any, seaweedfs: S3Endpoint, s3_prefix: str, s3_local: Path) -> S3BlobStore:
-    return S3BlobStore(client, seaweedfs.bucket, s3_local, prefix=s3_prefix)
-
-
-def keys(client: Any, bucket: str, prefix: str) -> list[str]:
-    got = client.list_objects_v2(Bucket=bucket, Prefix=prefix)
+def keys(s3_client: Any, bucket: str, prefix: str) -> list[str]:
+    got = s3_client.list_objects_v2(Bucket=bucket, Prefix=prefix)
     return [o["Key"] for o in got.get("Contents", [])]
 
 
 def test_the_contract_object_check_on_s3(
-    client: Any, seaweedfs: S3Endpoint, s3_prefix: str, tmp_path: Path
+    s3_client: Any, seaweedfs: S3Endpoint, s3_prefix: str, tmp_path: Path
 ) -> None:
     """The contract suite's object check through a backend whose blobs live in the bucket."""
     base = sqlite_kind()
 
     def open_(path: Path) -> SqliteBackend:
-        blobs = S3BlobStore(client, seaweedfs.bucket, path / "objects", prefix=s3_prefix)
+        blobs = S3BlobStore(s3_client, seaweedfs.bucket, path / "objects", prefix=s3_prefix)
         return SqliteBackend.open(
             path,
             dim=DIM,
@@ -58,7 +53,7 @@ def test_the_contract_object_check_on_s3(
 
     kind = Kind("sqlite+s3", open_, base.peer, base.crash, base.close_peer)
     check_objects_range_and_etag(lambda: kind, tmp_path)
-    stored = keys(client, seaweedfs.bucket, s3_prefix)
+    stored = keys(s3_client, seaweedfs.bucket, s3_prefix)
     data = bytes(range(256)) * 40
     sha = hashlib.sha256(data).hexdigest()
     # One blob, named by its sha256 alone; the refused one never reached the bucket.
@@ -66,14 +61,14 @@ def test_the_contract_object_check_on_s3(
 
 
 def test_etag_is_our_sha256_even_for_a_multipart_upload(
-    store: S3BlobStore, client: Any, seaweedfs: S3Endpoint, monkeypatch: pytest.MonkeyPatch
+    store: S3BlobStore, s3_client: Any, seaweedfs: S3Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(s3_objects, "MULTIPART_BYTES", 5 * 1024 * 1024)
     monkeypatch.setattr(s3_objects, "PART_BYTES", 5 * 1024 * 1024)  # S3's smallest part
     data = os.urandom(6 * 1024 * 1024) + b"tail"  # over the threshold: two parts
     sha, size = store.put([data[i : i + 65536] for i in range(0, len(data), 65536)], len(data))
     assert sha == hashlib.sha256(data).hexdigest() and size == len(data)
-    head = client.head_object(Bucket=seaweedfs.bucket, Key=store.key(sha))
+    head = s3_client.head_object(Bucket=seaweedfs.bucket, Key=store.key(sha))
     assert head["ContentLength"] == len(data)
     # S3's own ETag for a multipart upload is a hash of the parts' MD5s: never what we serve.
     assert head["ETag"].strip('"').endswith("-2") and head["ETag"].strip('"') != sha
@@ -83,7 +78,7 @@ def test_etag_is_our_sha256_even_for_a_multipart_upload(
 
 
 def test_the_size_limit_stops_the_stream_and_keeps_nothing(
-    store: S3BlobStore, client: Any, seaweedfs: S3Endpoint, s3_prefix: str, s3_local: Path
+    store: S3BlobStore, s3_client: Any, seaweedfs: S3Endpoint, s3_prefix: str, s3_local: Path
 ) -> None:
     pulled = 0
 
@@ -96,7 +91,7 @@ def test_the_size_limit_stops_the_stream_and_keeps_nothing(
     with pytest.raises(PayloadTooLargeError):
         store.put(endless(), max_bytes=10_000)
     assert pulled == 11  # stopped at the first chunk past the limit, not at the end of the body
-    assert keys(client, seaweedfs.bucket, s3_prefix) == []
+    assert keys(s3_client, seaweedfs.bucket, s3_prefix) == []
     assert list((s3_local / "tmp").iterdir()) == []
 
 
@@ -134,17 +129,17 @@ def test_prefix_is_normalised() -> None:
 
 
 def test_local_copies_are_verified_against_the_sha256(
-    store: S3BlobStore, client: Any, seaweedfs: S3Endpoint, tmp_path: Path
+    store: S3BlobStore, s3_client: Any, seaweedfs: S3Endpoint, tmp_path: Path
 ) -> None:
     data = b"the real bytes of a blob"
     sha, _ = store.put([data], 100)
     # Another process (its own local folder) reads it: downloaded, checked, kept.
-    other = S3BlobStore(client, seaweedfs.bucket, tmp_path / "other", prefix=store.prefix)
+    other = S3BlobStore(s3_client, seaweedfs.bucket, tmp_path / "other", prefix=store.prefix)
     assert other.path(sha).read_bytes() == data
     # Bytes in the bucket that are not the blob are never handed out as it.
     forged = b"forged content under the key"
     fsha = hashlib.sha256(b"what the key claims").hexdigest()
-    client.put_object(Bucket=seaweedfs.bucket, Key=store.key(fsha), Body=forged)
+    s3_client.put_object(Bucket=seaweedfs.bucket, Key=store.key(fsha), Body=forged)
     with pytest.raises(UnavailableError):
         other.path(fsha)
     assert not FileBlobStore.path(other, fsha).exists()
@@ -177,10 +172,12 @@ def test_collect_removes_only_unreferenced_blobs_everywhere(
 
 
 def test_local_copies_stay_within_their_bound(
-    client: Any, seaweedfs: S3Endpoint, s3_prefix: str, s3_local: Path, monkeypatch
+    s3_client: Any, seaweedfs: S3Endpoint, s3_prefix: str, s3_local: Path, monkeypatch
 ) -> None:
     monkeypatch.setattr(s3_objects, "KEEP_RECENT_S", 0.0)
-    store = S3BlobStore(client, seaweedfs.bucket, s3_local, prefix=s3_prefix, cache_max_bytes=8000)
+    store = S3BlobStore(
+        s3_client, seaweedfs.bucket, s3_local, prefix=s3_prefix, cache_max_bytes=8000
+    )
     shas = [store.put([bytes([i]) * 1500], 10_000)[0] for i in range(12)]
     held = sum(p.stat().st_size for p in store._local_copies())
     assert held <= 8000
@@ -204,18 +201,18 @@ def test_an_unreachable_store_is_a_503(s3_local: Path) -> None:
 
 
 def test_the_start_up_sweep_removes_only_old_unreferenced_blobs(
-    store: S3BlobStore, client: Any, seaweedfs: S3Endpoint, s3_prefix: str
+    store: S3BlobStore, s3_client: Any, seaweedfs: S3Endpoint, s3_prefix: str
 ) -> None:
     import time
 
     kept, _ = store.put([b"a blob a catalog row names"], 100)
     orphan, _ = store.put([b"uploaded, then the process died before its row"], 100)
     stray = s3_prefix + "blobs/aa/bb/not-a-blob"  # not our layout: never touched
-    client.put_object(Bucket=seaweedfs.bucket, Key=stray, Body=b"x")
+    s3_client.put_object(Bucket=seaweedfs.bucket, Key=stray, Body=b"x")
     # Too recent: another process may be uploading it right now.
     assert store.sweep_remote({kept}, before=time.time() - 600) == {"blobs": 0, "bytes": 0}
     assert store.exists(orphan)
     got = store.sweep_remote({kept}, before=time.time() + 60)
     assert got == {"blobs": 1, "bytes": len(b"uploaded, then the process died before its row")}
     assert store.exists(kept) and not store.exists(orphan)
-    assert stray in keys(client, seaweedfs.bucket, s3_prefix)
+    assert stray in keys(s3_client, seaweedfs.bucket, s3_prefix)

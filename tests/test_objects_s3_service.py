@@ -9,30 +9,16 @@ the last test checks that the blobs really went to the bucket.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 import test_hardening_objects as hardening
 import test_objects as objects
+from stack_engines import objects_in_bucket
 from superchargedb.stack.seaweedfs import S3Endpoint
-from superchargedb.storage.s3.client import make_client
 from superchargedb.storage.s3.objects import S3BlobStore
 
 PREFIX = f"svc{secrets.token_hex(4)}/"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def objects_in_s3(seaweedfs: S3Endpoint) -> Iterator[S3Endpoint]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SCDB_S3_ENDPOINT_URL", seaweedfs.url)
-        mp.setenv("SCDB_S3_BUCKET", seaweedfs.bucket)
-        mp.setenv("SCDB_S3_PREFIX", PREFIX)
-        mp.setenv("SCDB_S3_ACCESS_KEY", seaweedfs.access_key)
-        mp.setenv("SCDB_S3_SECRET_KEY", seaweedfs.secret_key)
-        yield seaweedfs
-
+objects_in_s3 = objects_in_bucket(PREFIX)
 
 server = hardening.server
 http = hardening.http
@@ -50,7 +36,7 @@ for _name, _mod in _SUITES.items():
 
 
 def test_zz_the_blobs_went_to_the_bucket(
-    seaweedfs: S3Endpoint, svc: Any, client: Any, server: Any
+    seaweedfs: S3Endpoint, svc: Any, client: Any, server: Any, s3_client: Any
 ) -> None:
     for s in (svc, server[0]):  # both suites' services
         assert isinstance(s.blobs, S3BlobStore) and s.blobs.prefix == PREFIX
@@ -61,15 +47,16 @@ def test_zz_the_blobs_went_to_the_bucket(
     )
     assert r.status_code == 201, r.text
     sha = r.json()["sha256"]
-    s3 = make_client(seaweedfs.url, seaweedfs.access_key, seaweedfs.secret_key)
-    head = s3.head_object(Bucket=seaweedfs.bucket, Key=svc.blobs.key(sha))
+    head = s3_client.head_object(Bucket=seaweedfs.bucket, Key=svc.blobs.key(sha))
     assert head["ContentLength"] == len(b"these bytes live in the bucket")
     assert r.json()["etag"] == f'"{sha}"'
     got = client.get("/v1/objects/acme/alpha/backend/where.txt", headers=objects.ALICE)
     assert got.headers["etag"] == f'"{sha}"'
 
 
-def test_zz_the_doctor_asks_the_bucket(seaweedfs: S3Endpoint, svc: Any, client: Any) -> None:
+def test_zz_the_doctor_asks_the_bucket(
+    seaweedfs: S3Endpoint, svc: Any, client: Any, s3_client: Any
+) -> None:
     r = client.put(
         "/v1/objects/acme/alpha/backend/doctor.txt",
         headers={**objects.ALICE, "Content-Type": "text/plain"},
@@ -80,7 +67,6 @@ def test_zz_the_doctor_asks_the_bucket(seaweedfs: S3Endpoint, svc: Any, client: 
     local.unlink()  # a local copy is disposable: its absence is no loss
     report = svc.doctor()["objects"]
     assert report["ok"] and report["missing_blobs"] == []
-    s3 = make_client(seaweedfs.url, seaweedfs.access_key, seaweedfs.secret_key)
-    s3.delete_object(Bucket=seaweedfs.bucket, Key=svc.blobs.key(sha))  # lost in the bucket
+    s3_client.delete_object(Bucket=seaweedfs.bucket, Key=svc.blobs.key(sha))  # lost in the bucket
     report = svc.doctor()["objects"]
     assert not report["ok"] and report["missing_blobs"] == [sha]

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from conftest import add_principal, make_service
+from conftest import add_principal, embedded, make_service
 from superchargedb.storage.sqlite import audit
 from superchargedb.storage.sqlite.catalog import Catalog
 from superchargedb.storage.sqlite.jobs import JobQueue, LeaseOwner, proc_start
@@ -56,13 +56,13 @@ def blob_files(data: Path) -> set[str]:
 
 
 def enqueue(svc: Any, doc: str, sha: str = "0" * 64) -> str:
-    with svc.catalog.write() as conn:
+    with embedded(svc).catalog.write() as conn:
         conn.execute(
             "INSERT INTO docs(scope, doc_id, acl_owner, created_by, created_at)"
             " VALUES ('acme', ?, 'w', 'w', 0)",
             (doc,),
         )
-        return svc.jobs.enqueue(
+        return embedded(svc).queue.enqueue(
             conn,
             "derive",
             {"doc_id": doc, "sha256": sha, "object_key": f"acme/{doc}"},
@@ -75,7 +75,12 @@ def enqueue(svc: Any, doc: str, sha: str = "0" * 64) -> str:
 
 
 def job_row(svc: Any, job_id: str) -> Any:
-    return svc.catalog.reader().execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return (
+        embedded(svc)
+        .catalog.reader()
+        .execute("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        .fetchone()
+    )
 
 
 # -- orphans ------------------------------------------------------------------------------------
@@ -233,8 +238,8 @@ def test_dead_server_lease_is_claimable_at_once(tmp_path, embedder):
     s = make_service(data, embedder, job_workers=0)  # default 300 s lease
     try:
         assert job_row(s, job_id)["state"] == "queued"
-        job = s.jobs.claim()
-        assert job is not None and job.id == job_id and job.attempts == 2
+        lease = s.writes.jobs.claim()
+        assert lease is not None and lease.job_id == job_id and lease.attempt == 2
     finally:
         s.close()
 
@@ -271,9 +276,9 @@ def test_live_external_worker_keeps_its_lease_until_it_dies(tmp_path, embedder):
         s = make_service(data, embedder, job_workers=0)  # a server restart
         row = job_row(s, held)
         assert row["state"] == "running" and row["lease_token"] == token
-        other = s.jobs.claim()
-        assert other is not None and other.id == ids[1]  # not the live worker's job
-        assert s.jobs.claim() is None
+        other = s.writes.jobs.claim()
+        assert other is not None and other.job_id == ids[1]  # not the live worker's job
+        assert s.writes.jobs.claim() is None
         # Another external worker starting up does not take it either.
         open_worker(s.settings, embedder=embedder).close()
         assert job_row(s, held)["lease_token"] == token
@@ -297,13 +302,15 @@ def test_holder_dead_on_its_last_attempt_fails_and_releases_the_quota(tmp_path, 
     add_principal(s, "w", perms=["read", "write"], scopes=["acme"])
     job_id = enqueue(s, "doc1")
     # An earlier server instance (another owner id) leased it, then "died": we restart below.
-    assert JobQueue(s.catalog, owner_kind="server").claim() is not None
+    assert JobQueue(embedded(s).catalog, owner_kind="server").claim() is not None
     s.close()
     s = make_service(data, embedder, job_workers=0, job_max_attempts=1)
     try:
         row = job_row(s, job_id)
         assert row["state"] == "failed" and "died" in row["error"]
-        left = s.catalog.reader().execute("SELECT COUNT(*) FROM docs WHERE doc_id = 'doc1'")
+        left = (
+            embedded(s).catalog.reader().execute("SELECT COUNT(*) FROM docs WHERE doc_id = 'doc1'")
+        )
         assert left.fetchone()[0] == 0
     finally:
         s.close()
@@ -408,7 +415,7 @@ def test_expired_lease_on_the_last_attempt_fails_instead_of_running_again(tmp_pa
     s = make_service(tmp_path / "d", embedder, job_workers=0, job_max_attempts=2)
     add_principal(s, "w", perms=["read", "write"], scopes=["acme"])
     job_id = enqueue(s, "doc1")
-    q = JobQueue(s.catalog, lease_s=0.05, max_attempts=2)
+    q = JobQueue(embedded(s).catalog, lease_s=0.05, max_attempts=2)
     try:
         for attempt in (1, 2):  # a live holder that never finishes: each lease just expires
             job = q.claim()
@@ -417,7 +424,9 @@ def test_expired_lease_on_the_last_attempt_fails_instead_of_running_again(tmp_pa
         assert q.claim() is None  # not a third run
         row = job_row(s, job_id)
         assert row["state"] == "failed" and "last attempt" in row["error"]
-        left = s.catalog.reader().execute("SELECT COUNT(*) FROM docs WHERE doc_id = 'doc1'")
+        left = (
+            embedded(s).catalog.reader().execute("SELECT COUNT(*) FROM docs WHERE doc_id = 'doc1'")
+        )
         assert left.fetchone()[0] == 0  # its quota reservation is released
     finally:
         s.close()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ALICE, CAROL
+from conftest import ALICE, CAROL, embedded
 from superchargedb.answer.localize import pin_locator
 from superchargedb.ingest.page_words import PageWord, chunk_tables, page_text
 from superchargedb.locate_words import line_boxes, narrow, narrow_boxes
@@ -296,12 +296,12 @@ def test_rederive_upgrades_media_derived_before_word_tables(client, svc, form) -
     r = client.post("/v1/ingest", headers=ALICE, json=body)
     first = wait_job(client, ALICE, r.json()["results"][0]["job_id"], timeout=300)
     assert first["state"] == "done", first
-    with svc.catalog.write() as conn:
+    with embedded(svc).catalog.write() as conn:
         assert rederive.stale_jobs(conn) == []  # everything has its words
         conn.execute("DELETE FROM unit_words")  # as an older build left it
         stale = rederive.stale_jobs(conn)
         assert [s["id"] for s in stale] == [first["job_id"]]
-        (job_id,) = rederive.requeue(conn, svc.jobs, stale)
+        (job_id,) = rederive.requeue(conn, embedded(svc).queue, stale)
     svc.jobs_wakeup()
     again = wait_job(client, ALICE, job_id, timeout=300)
     assert again["state"] == "done", again
@@ -315,7 +315,7 @@ def test_rederive_upgrades_media_derived_before_word_tables(client, svc, form) -
         "SELECT COUNT(*) FROM units WHERE source_uri LIKE ?", (key + "%",)
     )
     assert n.fetchone()[0] == len(ids)
-    with svc.catalog.write() as conn:
+    with embedded(svc).catalog.write() as conn:
         assert rederive.stale_jobs(conn) == []
     # a later ingest of the same object finds the new job
     r = client.post("/v1/ingest", headers=ALICE, json=body).json()["results"][0]

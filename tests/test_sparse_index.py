@@ -23,6 +23,7 @@ import pytest
 
 import superchargedb  # noqa: F401  (onnxruntime before usearch)
 from bench.common import evaldir
+from conftest import embedded
 from corpus import DISTRACTORS
 from superchargedb.query_terms import query_terms
 from superchargedb.readfilter import ReadFilter
@@ -420,9 +421,9 @@ def test_dense_candidates_from_the_index(svc) -> None:
     query = AegisQuery(q="glacier survey notes")
     for who, scopes in ((reader, ["acme/alpha"]), (alice, ["acme/alpha/backend"])):
         rf = ReadFilter.of(who, scopes, ["text"], query)
-        where, params = where_sql(rf, svc.sync.applied_seq)
+        where, params = where_sql(rf, embedded(svc).sync.applied_seq)
         from_index = svc.searcher.store.lexical.readable_ids(rf, "text")
-        conn = svc.catalog.reader()
+        conn = embedded(svc).catalog.reader()
         assert from_index is not None
         assert from_index.tolist() == readable_ids(conn, where, params, "text").tolist()
 
@@ -458,12 +459,12 @@ def test_dense_candidates_of_one_plane_from_a_mask_over_all(svc) -> None:
         for i in range(18)
     ]
     assert all(r["ok"] for r in svc.ingest(alice, {"units": units})["results"])
-    conn = svc.catalog.reader()
+    conn = embedded(svc).catalog.reader()
     planes = ["text", "visual"]
     query = AegisQuery(q="survey frame")
     scopes = ["acme/alpha"]
     rf = ReadFilter.of(alice, scopes, planes, query)
-    where, params = where_sql(rf, svc.sync.applied_seq)
+    where, params = where_sql(rf, embedded(svc).sync.applied_seq)
     sizes = []
     for plane in planes:
         want = readable_ids(conn, where, params, plane).tolist()
@@ -483,12 +484,17 @@ def test_a_stale_index_never_shows_what_the_catalog_hides(svc) -> None:
         for i in range(6)
     ]
     assert all(r["ok"] for r in svc.ingest(alice, {"units": units})["results"])
-    with svc.catalog.write() as conn:  # behind the index's back: no outbox op
+    with embedded(svc).catalog.write() as conn:  # behind the index's back: no outbox op
         conn.execute("UPDATE units SET scope = 'acme/zeta' WHERE doc_id = 'c3'")
     query = AegisQuery(q="caravan desert oasis route")
     rf = ReadFilter.of(alice, ["acme/alpha"], ["text"], query)
     stale = svc.searcher.store.lexical.readable_ids(rf, "text")
-    hidden = svc.catalog.reader().execute("SELECT id FROM units WHERE doc_id = 'c3'").fetchone()
+    hidden = (
+        embedded(svc)
+        .catalog.reader()
+        .execute("SELECT id FROM units WHERE doc_id = 'c3'")
+        .fetchone()
+    )
     assert stale is not None and hidden[0] in stale.tolist()  # the index still says readable
     for mode in ("hybrid", "lexical", "dense"):
         out = svc.search(alice, {"q": query.q, "mode": mode, "top_k": 10}, "acme/alpha")

@@ -46,6 +46,17 @@ def make_service(data_dir: Path, embedder: Any, **overrides: Any) -> tuple[Any, 
     return svc, svc.authenticate(f"Bearer {PRINCIPAL_KEY}")
 
 
+def embedded(svc: Any) -> Any:
+    """The embedded (SQLite) backend behind ``svc``: its catalog, index sync and vector store,
+    for a benchmark that looks inside them rather than through a Protocol."""
+    from superchargedb.storage.sqlite.backend import SqliteBackend
+
+    backend = svc.parts.backend
+    if not isinstance(backend, SqliteBackend):
+        raise TypeError(f"this benchmark reads the embedded backend, not {type(backend)}")
+    return backend
+
+
 def ingest_docs(
     svc: Any,
     principal: Any,

@@ -14,7 +14,14 @@ import numpy as np
 
 from bench.common.data import BASE_SCOPE, load_dataset, unit_text
 from bench.common.embedcache import EmbedCache, make_caching_embedder, open_cache
-from bench.common.service import BATCH, PRINCIPAL_KEY, ingest_docs, make_service, stage_ms
+from bench.common.service import (
+    BATCH,
+    PRINCIPAL_KEY,
+    embedded,
+    ingest_docs,
+    make_service,
+    stage_ms,
+)
 from bench.common.stats import pct
 from bench.peers.cells import SCALE_IMPORT_BATCH
 from bench.peers.units import Queries, rss_now_mb
@@ -63,7 +70,8 @@ class Ours:
         rss0 = rss_now_mb()
         ing = ingest_docs(self.svc, self.alice, corpus, docs)
         t0 = time.perf_counter()
-        self.svc.sync.checkpoint()  # the index is built as Units are applied; this persists it
+        # The index is built as Units are applied; this persists it.
+        embedded(self.svc).sync.checkpoint()
         index_s = time.perf_counter() - t0
         cache.save()
         exported = self._export(cache)
@@ -117,7 +125,7 @@ class Ours:
         }
 
     def _export(self, cache: Any) -> int:
-        conn = self.svc.catalog.reader()
+        conn = embedded(self.svc).catalog.reader()
         try:
             rows = conn.execute(
                 "SELECT id, unit_id, doc_id, scope, plane, text, context FROM units ORDER BY id"
@@ -134,7 +142,7 @@ class Ours:
             text = f"{r[6]}\n{r[5]}" if r[6] else r[5]
             v = cache.get(text)
             if v is None:  # fall back to the vector our index holds (f16)
-                v = self.svc.store.get(r[4], [r[0]])[0]
+                v = embedded(self.svc).sync.store.get(r[4], [r[0]])[0]
                 from_index += 1
             texts.append(text)
             vecs.append(v)

@@ -40,11 +40,7 @@ if TYPE_CHECKING:
         WordReader,
     )
     from .storage.protocols_writes import BulkLoad
-    from .storage.sqlite.catalog import Catalog
-    from .storage.sqlite.index_sync import IndexSync
-    from .storage.sqlite.jobs import JobQueue as SqlJobQueue
     from .storage.sqlite.objects import FileBlobStore
-    from .storage.vectors import VectorStore
 
 
 @dataclass
@@ -80,12 +76,6 @@ class Components:
     ingestor: Ingestor | None = None  # set by the wiring once the object gate exists
     swept: dict[str, Any] | None = None  # what the start-up sweep of objects/ reclaimed
     versions: str = ""  # model and fusion versions: part of every result-cache key
-    # The embedded backend's own parts, for the tests and benchmarks that look inside it
-    # (None on another backend); nothing above storage uses them.
-    catalog: Catalog | None = None
-    store: VectorStore | None = None
-    sync: IndexSync | None = None
-    jobs: SqlJobQueue | None = None  # the queue behind ``writes.jobs``
 
     def close(self) -> None:
         """Flush, then close the backend (checkpoint, anchor, release) and the rest, in

@@ -75,12 +75,6 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.auth_store = parts.auth_store
         self.outbox = parts.outbox
         self.vectors = parts.vectors
-        # The embedded backend's own parts, for the tests and benchmarks that look inside it
-        # (None on another backend): nothing here uses them.
-        self.catalog = parts.catalog
-        self.store = parts.store
-        self.sync = parts.sync
-        self.jobs = parts.jobs
         self.unit_reader = parts.unit_reader
         self.word_reader = parts.word_reader
         self.keyframes = parts.keyframes

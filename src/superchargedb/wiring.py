@@ -243,15 +243,9 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
 
 
 def _embedded_parts(b: SqliteBackend) -> dict[str, Any]:
-    """What the embedded backend shows of itself: the start-up sweep's report, and its own
-    parts for the tests and benchmarks that look inside it (``Components``)."""
-    return {
-        "swept": b.swept,
-        "catalog": b.catalog,
-        "store": b.sync.store,
-        "sync": b.sync,
-        "jobs": b.queue,
-    }
+    """What the embedded backend shows of itself: the start-up sweep's report. A test or
+    benchmark that looks inside it reaches the backend itself (``Components.backend``)."""
+    return {"swept": b.swept}
 
 
 def _replayed(outbox: Outbox) -> None:

@@ -18,8 +18,8 @@ import psycopg
 from pgvector import HalfVector
 
 from ...readfilter import ReadFilter, ancestors
-from ...types import Locator
 from ..protocols import UnitRecord, Vector
+from ..unit_rows import unit_record
 from . import lexical, outbox
 from .filter_sql import where_sql
 from .sql import refuse_nul
@@ -33,26 +33,7 @@ COLUMNS = (
 
 
 def record(r: Mapping[str, Any]) -> UnitRecord:
-    return UnitRecord(
-        unit_id=r["unit_id"],
-        scope=r["scope"],
-        doc_id=r["doc_id"],
-        plane=r["plane"],
-        modality=r["modality"],
-        text=r["text"],
-        acl_owner=r["acl_owner"],
-        acl_groups=tuple(r["acl_groups"]),
-        content_hash=r["content_hash"],
-        source_uri=r["source_uri"] or None,
-        mime=r["mime"],
-        locator=Locator.from_row(r),
-        chunk_index=r["chunk_idx"],
-        chunk_count=r["n_chunks"],
-        created_at=r["created_at"],
-        event_at=r["event_at"],
-        object_key=r["object_key"],
-        object_sha=r["object_sha"],
-    )
+    return unit_record(r, r["acl_groups"])  # groups: a text array here
 
 
 _LOC_COLUMNS = (

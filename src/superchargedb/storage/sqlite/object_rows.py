@@ -21,10 +21,9 @@ from ..protocols_writes import StoredUnit
 from .catalog import Catalog
 from .filter_sql import where_sql
 from .objects import FileBlobStore
-from .write_rows import SqlObjectRows
+from .write_rows import STORED_COLUMNS, SqlObjectRows, stored_unit
 
 Where = Callable[[ReadFilter, int | None], tuple[str, list[object]]]
-_STORED = "u.unit_id, u.scope, u.doc_id, u.acl_owner, u.acl_groups, u.content_hash, u.plane"
 
 
 def stored_object(r: sqlite3.Row) -> StoredObject:
@@ -38,18 +37,6 @@ def stored_object(r: sqlite3.Row) -> StoredObject:
         acl_groups=tuple(json.loads(r["acl_groups"])),
         created_by=r["created_by"],
         created_at=int(r["created_at"]),
-    )
-
-
-def stored_unit(r: sqlite3.Row) -> StoredUnit:
-    return StoredUnit(
-        r["unit_id"],
-        r["scope"],
-        r["doc_id"],
-        r["acl_owner"],
-        tuple(json.loads(r["acl_groups"])),
-        r["content_hash"],
-        r["plane"],
     )
 
 
@@ -144,7 +131,7 @@ class SqliteObjectCatalog:
     def citing(self, obj: StoredObject, rf: ReadFilter) -> list[StoredUnit]:
         where, params = self.where(rf, None)
         rows = self.catalog.reader().execute(
-            f"SELECT {_STORED} FROM units u WHERE u.object_key = ? AND u.object_sha = ?"
+            f"SELECT {STORED_COLUMNS} FROM units u WHERE u.object_key = ? AND u.object_sha = ?"
             f" AND {where} ORDER BY u.id",
             (obj.object_key, obj.sha256, *params),
         )

@@ -14,40 +14,22 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 
-from ...types import Locator
+from .. import unit_rows
 from ..protocols import UnitRecord
 from ..protocols_writes import DocKey, IdempotencyKey, MediaUse, StoredUnit, UsageCount, Word
 from . import unit_keyframes, unit_words
 from .filter_sql import scope_sql
 
 Conn = Callable[[], sqlite3.Connection]
-_STORED = "unit_id, scope, doc_id, acl_owner, acl_groups, content_hash, plane"
+# A StoredUnit's columns, of the units table as ``u``; ``stored_unit`` reads them back.
+STORED_COLUMNS = "u.unit_id, u.scope, u.doc_id, u.acl_owner, u.acl_groups, u.content_hash, u.plane"
 
 
 def unit_record(r: sqlite3.Row) -> UnitRecord:
-    return UnitRecord(
-        unit_id=r["unit_id"],
-        scope=r["scope"],
-        doc_id=r["doc_id"],
-        plane=r["plane"],
-        modality=r["modality"],
-        text=r["text"],
-        acl_owner=r["acl_owner"],
-        acl_groups=tuple(json.loads(r["acl_groups"])),
-        content_hash=r["content_hash"],
-        source_uri=r["source_uri"] or None,
-        mime=r["mime"],
-        locator=Locator.from_row(r),
-        chunk_index=r["chunk_idx"],
-        chunk_count=r["n_chunks"],
-        created_at=r["created_at"],
-        event_at=r["event_at"],
-        object_key=r["object_key"],
-        object_sha=r["object_sha"],
-    )
+    return unit_rows.unit_record(r, json.loads(r["acl_groups"]))  # groups: JSON text here
 
 
-def _stored(r: sqlite3.Row) -> StoredUnit:
+def stored_unit(r: sqlite3.Row) -> StoredUnit:
     return StoredUnit(
         r["unit_id"],
         r["scope"],
@@ -65,31 +47,17 @@ class SqlDocs:
         self.applied = applied
 
     def find(self, keys: Sequence[IdempotencyKey]) -> list[list[StoredUnit]]:
-        c = self.conn()
-        return [
-            [
-                _stored(r)
-                for r in c.execute(
-                    f"SELECT {_STORED} FROM units WHERE scope = ? AND doc_id = ?"
-                    " AND acl_owner = ? AND content_hash = ? ORDER BY chunk_idx",
-                    key,
-                )
-            ]
-            for key in keys
-        ]
+        where = "scope = ? AND doc_id = ? AND acl_owner = ? AND content_hash = ? ORDER BY chunk_idx"
+        return self._each(where, keys)
 
     def units_of(self, docs: Sequence[DocKey]) -> list[list[StoredUnit]]:
+        return self._each("scope = ? AND doc_id = ? AND acl_owner = ?", docs)
+
+    def _each(self, where: str, keys: Sequence[Sequence[str]]) -> list[list[StoredUnit]]:
+        """The stored Units that match ``where`` for each key's parameters, one list a key."""
         c = self.conn()
-        return [
-            [
-                _stored(r)
-                for r in c.execute(
-                    f"SELECT {_STORED} FROM units WHERE scope = ? AND doc_id = ? AND acl_owner = ?",
-                    doc,
-                )
-            ]
-            for doc in docs
-        ]
+        sql = f"SELECT {STORED_COLUMNS} FROM units u WHERE {where}"
+        return [[stored_unit(r) for r in c.execute(sql, key)] for key in keys]
 
     def in_scopes(
         self, scopes: Sequence[str], *, doc_id: str | None = None, unit_id: str | None = None
@@ -104,11 +72,10 @@ class SqlDocs:
                 first.append(applied)
         else:
             where, first = "u.doc_id = ?", [doc_id]
-        cols = ", ".join(f"u.{c.strip()}" for c in _STORED.split(","))
         rows = self.conn().execute(
-            f"SELECT {cols} FROM units u WHERE {where} AND {s_sql}", (*first, *params)
+            f"SELECT {STORED_COLUMNS} FROM units u WHERE {where} AND {s_sql}", (*first, *params)
         )
-        return [_stored(r) for r in rows]
+        return [stored_unit(r) for r in rows]
 
     def reserve(self, docs: Iterable[DocKey], created_by: str, at_ms: int) -> None:
         self.conn().executemany(
