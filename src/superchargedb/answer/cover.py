@@ -39,6 +39,11 @@ GAIN_SAME = 0.05  # a sentence of a passage already quoted
 BRIDGES = True  # the passages a quoted sentence names (below)
 NAMED = True  # the passages the question names
 MAX_FACTS = 3  # quoted sentences of a covered answer (the subject's sentences not counted)
+LINKS = True  # the sentences that join a quoted passage to the chain (below)
+MAX_LINKS = 2  # link sentences, beyond MAX_FACTS
+
+
+_DEFINES = re.compile(r"\(born\b|\b(?:is|was|are|were) (?:a|an|the)\b")
 
 
 def subject(ev: Evidence) -> str:
@@ -61,10 +66,26 @@ def _names(name: str, stems: frozenset[str]) -> bool:
 def naming_sentence(ev: Evidence, c: Candidate) -> Candidate | None:
     """The sentence of ``c``'s titled passage that names its subject, when ``c`` does not."""
     subj = subject(ev)
-    if not subj or _names(subj, T.text_stems(c.text)):
+    if not subj or _as_name(subj, c.text):
         return None
-    for other in sorted(ev.candidates, key=lambda x: x.start):
-        if other is not c and _names(subj, T.text_stems(other.text)):
+    # A sentence naming the subject as written, else one holding all its words.
+    others = sorted((x for x in ev.candidates if x is not c), key=lambda x: x.start)
+    for other in others:
+        if _as_name(subj, other.text):
+            return other
+    if _names(subj, T.text_stems(c.text)):
+        return None
+    for other in others:
+        if _names(subj, T.text_stems(other.text)):
+            return other
+    # A subject known by another form of its name ("# Ricky Rubio": "Ricard Rubio i Vives
+    # (born October 21, 1990) is a Spanish professional basketball player"): the sentence
+    # that defines something by the subject's last name word.
+    last = subj.split()[-1]
+    if _DEFINES.search(c.text) and last in c.text:
+        return None
+    for other in others:
+        if last in other.text and _DEFINES.search(other.text):
             return other
     return None
 
@@ -122,6 +143,10 @@ def supporting(
             break
         facts.append(best[1])
         covered |= T.text_stems(best[1].text)
+    if BRIDGES and len(facts) < max_facts:  # a sentence the greedy step added may name one
+        facts += _bridged(info, evidence, facts)[: max_facts - len(facts)]
+    if LINKS:
+        facts += links(info, evidence, facts)[:MAX_LINKS]
     # Hop order: the passages the question names first (the chain starts from what the
     # question says), then the others as they joined: the answer's, then its bridges.
     asked = T.text_stems(info.text)
@@ -147,6 +172,38 @@ def _bridged(
             best = ev.best
             if best is not None and _adds(info, subj, best):
                 out.append(best)
+    return out
+
+
+def links(
+    info: QuestionInfo, evidence: Sequence[Evidence], facts: Sequence[Candidate]
+) -> list[Candidate]:
+    """The sentences that join each quoted passage to the chain: for a quoted titled passage
+    the question does not name and no quoted sentence of another passage names, the
+    best-scoring sentence of another passage (quoted, or named by the question) that names
+    its subject as written ("Her eldest daughter ... was the wife of *Frederick VI of
+    Denmark*" joins the passage on Frederick VI to the one on Princess Louise). Without it the
+    chain has a gap: the reader sees two facts and not what ties them."""
+    asked = T.text_stems(info.text)
+    quoted = {c.n for c in facts}
+    out: list[Candidate] = []
+    for ev in evidence:
+        subj = subject(ev)
+        if ev.n not in quoted or not subj or _names(subj, asked):
+            continue
+        if any(c.n != ev.n and _as_name(subj, c.text) for c in [*facts, *out]):
+            continue
+        best: Candidate | None = None
+        for other in evidence:
+            if other.n == ev.n or (other.n not in quoted and not _names(subject(other), asked)):
+                continue
+            for c in other.candidates:
+                if c in facts or c in out or not _as_name(subj, c.text):
+                    continue
+                if best is None or c.score > best.score:
+                    best = c
+        if best is not None:
+            out.append(best)
     return out
 
 
