@@ -244,3 +244,34 @@ def test_a_comparison_quotes_the_sentence_stating_the_property(tmp_path, embedde
     texts = [s["text"] for s in a["sentences"]]
     assert "He is also the Principal Creative Advisor for Walt Disney Imagineering." in texts
     assert any(t.startswith("John Alan Lasseter (born") for t in texts)
+
+
+JACK = (
+    "# Jack-in-the-box\n\nA jack-in-the-box is a children's toy that outwardly consists of a box"
+    ' with a crank. Many which use "Pop Goes the Weasel" open at the point in the melody where'
+    ' the word "pop" would be if it were sung.'
+)
+WEASEL = (
+    '# Pop Goes the Weasel\n\n"Pop Goes the Weasel" is an English nursery rhyme and singing'
+    " game. It has a Roud Folk Song Index number of 5249."
+)
+
+
+def test_the_link_may_come_from_a_passage_the_answer_did_not_quote(tmp_path, embedder, fake):
+    """The answer's passage (the rhyme) is reached from the toy the question asks about: the
+    toy's sentence naming the rhyme is quoted before the rhyme's facts (D-258)."""
+    q = (
+        "Many jack-in-the-boxes use an English nursery rhyme with a Roud Folk Song Index number"
+        " of what?"
+    )
+    with answer_client(
+        tmp_path / "d", embedder, fake, units([JACK, WEASEL, *OTHER]), **EXTRACTIVE
+    ) as c:
+        a = ask(c, q)
+    assert a["refused"] is False, a.get("refusal_reason")
+    assert "5249" in a["text"]
+    texts = [s["text"] for s in a["sentences"]]
+    link = next(i for i, t in enumerate(texts) if t.startswith("Many which use"))
+    number = next(i for i, t in enumerate(texts) if "5249" in t)
+    assert a["sentences"][link]["citations"] != a["sentences"][number]["citations"]
+    assert len(a["citations"]) == 2

@@ -184,10 +184,13 @@ def links(
 ) -> list[Candidate]:
     """The sentences that join each quoted passage to the chain: for a quoted titled passage
     the question does not name and no quoted sentence of another passage names, the
-    best-scoring sentence of another passage (quoted, or named by the question) that names
-    its subject as written ("Her eldest daughter ... was the wife of *Frederick VI of
-    Denmark*" joins the passage on Frederick VI to the one on Princess Louise). Without it the
-    chain has a gap: the reader sees two facts and not what ties them."""
+    best-scoring sentence of another retrieved passage that names its subject as written
+    ("Her eldest daughter ... was the wife of *Frederick VI of Denmark*" joins the passage on
+    Frederick VI to the one on Princess Louise; "Many which use *Pop Goes the Weasel* ..."
+    joins the rhyme to the jack-in-the-box the question asks about). Without it the chain has
+    a gap: the reader sees two facts and not what ties them. On the HotpotQA TUNE half, taking
+    the link from any retrieved passage rather than only a quoted one or one the question
+    names cited every evidence sentence 2 points more often at the same precision (D-258)."""
     asked = T.text_stems(info.text)
     quoted = {c.n for c in facts}
     out: list[Candidate] = []
@@ -199,7 +202,7 @@ def links(
             continue
         best: Candidate | None = None
         for other in evidence:
-            if other.n == ev.n or (other.n not in quoted and not _names(subject(other), asked)):
+            if other.n == ev.n:
                 continue
             for c in other.candidates:
                 if c in facts or c in out or not as_name(subj, c.text):
