@@ -16,7 +16,9 @@ to do with Godsell?), and cites one hop of two. So the extractive answer also qu
 * **the subject's sentence**: a quoted sentence of a titled passage (a Unit whose text opens
   with a ``# heading``) that does not name the passage's subject ("It was formed in 2004 ...")
   brings the passage's sentence that does ("AngloGold Ashanti Limited is a global gold mining
-  company."), so each quoted fact says what it is about.
+  company."), so each quoted fact says what it is about;
+* **the links**: a quoted passage that nothing else quoted names brings the sentence of another
+  retrieved passage naming it (``links``), so the chain has no gap (D-258).
 
 Every added sentence is quoted verbatim from the passage it cites (supported by construction).
 The chain reads in hop order: the passages the question names first, then the others as they
