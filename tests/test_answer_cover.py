@@ -275,3 +275,33 @@ def test_the_link_may_come_from_a_passage_the_answer_did_not_quote(tmp_path, emb
     number = next(i for i, t in enumerate(texts) if "5249" in t)
     assert a["sentences"][link]["citations"] != a["sentences"][number]["citations"]
     assert len(a["citations"]) == 2
+
+
+HOTRIDE = (
+    '# Hotride\n\n"Hotride" is the fifteenth single released by the British electronic music'
+    " trio The Prodigy on 1 November 2004."
+)
+PRODIGY = (
+    "# The Prodigy\n\nThe Prodigy are an English electronic music group from Braintree, Essex,"
+    " formed in 1990 by keyboardist and songwriter Liam Howlett."
+)
+ROSES = "# The Stone Roses\n\nThe Stone Roses are a British rock band formed in Manchester in 1983."
+
+
+def test_a_bridge_naming_a_retrieved_passage_is_followed_first(tmp_path, embedder, fake):
+    """Of the names the first sentence holds ("British", "The Prodigy"), the one that is a
+    retrieved passage's subject is the bridge: the answer is The Prodigy's, not the passage
+    another name ("British") also matches (D-260)."""
+    q = (
+        "Hotride is the fifteenth single released by what music group from Braintree, Essex,"
+        " that was formed in 1990?"
+    )
+    with answer_client(
+        tmp_path / "d", embedder, fake, units([HOTRIDE, PRODIGY, ROSES, *OTHER]), **EXTRACTIVE
+    ) as c:
+        r = c.post("/v1/answer", headers=auth("aegis_sk_alice"), json={"q": q, "top_k": 5})
+    assert r.status_code == 200, r.text
+    a = r.json()["answer"]
+    assert a["refused"] is False, a.get("refusal_reason")
+    assert "Braintree" in a["text"]
+    assert "Stone Roses" not in a["text"]
