@@ -153,3 +153,155 @@ def test_initials_after_a_lowercase_word_and_case_names_do_not_end_a_sentence():
         "It held.",
     ]
     assert sentence_texts("We need vitamin D. Then more.") == ["We need vitamin D.", "Then more."]
+
+
+LOUISE = (
+    "# Princess Louise of Denmark\n\nPrincess Louise of Denmark and Norway (20 January 1750 – 12"
+    " January 1831) was born to Frederick V of Denmark and Louise of Great Britain. Her eldest"
+    " daughter, Marie of Hesse-Kassel, was the wife of Frederick VI of Denmark."
+)
+FREDERICK = (
+    "# Frederick VI of Denmark\n\nFrederick VI was King of Denmark from 13 March 1808 to 3"
+    ' December 1839. For his motto he chose "God and the just cause" and since then Danish'
+    " monarchs have chosen a motto too."
+)
+
+
+def test_the_sentence_that_links_two_quoted_passages_is_quoted(tmp_path, embedder, fake):
+    """The chain's link: the first passage's sentence naming the second passage's subject is
+    what ties the motto to the question; it is quoted and cited with both facts (D-258)."""
+    q = (
+        "The eldest daughter of Princess Louise of Denmark and Norway was the wife of a king"
+        " whose motto was what?"
+    )
+    with answer_client(
+        tmp_path / "d", embedder, fake, units([LOUISE, FREDERICK, *OTHER]), **EXTRACTIVE
+    ) as c:
+        a = ask(c, q)
+    assert a["refused"] is False, a.get("refusal_reason")
+    texts = [s["text"] for s in a["sentences"]]
+    assert "God and the just cause" in a["text"]
+    link = next(i for i, t in enumerate(texts) if t.startswith("Her eldest daughter"))
+    motto = next(i for i, t in enumerate(texts) if "motto" in t)
+    # Both passages cited, the link under the first passage's citation.
+    assert len(a["citations"]) == 2
+    assert a["sentences"][link]["citations"] != a["sentences"][motto]["citations"]
+
+
+RUBIO = (
+    "# Ricky Rubio\n\nRicard Rubio i Vives (born October 21, 1990) is a Spanish professional"
+    " basketball player for the Utah Jazz. On August 31, 2009, Joventut traded the rights to"
+    " Rubio to FC Barcelona, and Rubio signed a six-year contract with FC Barcelona."
+)
+WOLVES = (
+    "# 2011–12 Minnesota Timberwolves season\n\nThis season saw the debut of draftee Ricky"
+    " Rubio, who was a contender for the Rookie of the Year Award until he tore his ACL."
+)
+
+
+def test_a_subject_known_by_another_name_brings_its_defining_sentence(tmp_path, embedder, fake):
+    """ "# Ricky Rubio" is defined as "Ricard Rubio i Vives (born ...) is ...": no sentence
+    names the heading as written, so the one defining something by its last name word says
+    who the quoted "Rubio" is (D-259)."""
+    q = (
+        "Which FC Barcelona signee was a contender for the Rookie of the Year Award when he"
+        " played for the Timberwolves?"
+    )
+    with answer_client(
+        tmp_path / "d", embedder, fake, units([RUBIO, WOLVES, *OTHER]), **EXTRACTIVE
+    ) as c:
+        a = ask(c, q)
+    assert a["refused"] is False, a.get("refusal_reason")
+    texts = [s["text"] for s in a["sentences"]]
+    assert any(t.startswith("Ricard Rubio i Vives (born") for t in texts)
+    assert any("FC Barcelona" in t for t in texts)
+    defining = next(i for i, t in enumerate(texts) if t.startswith("Ricard"))
+    signed = next(i for i, t in enumerate(texts) if "FC Barcelona" in t)
+    assert defining < signed  # the subject's sentence opens its passage's group
+
+
+RAY = (
+    "# Rick Ray\n\nRick Ray is an American filmmaker best known for his 2006 documentary film"
+    " 10 Questions for the Dalai Lama, which he wrote, filmed and directed."
+)
+LASSETER = (
+    "# John Lasseter\n\nJohn Alan Lasseter (born January 12, 1957) is an American animator, film"
+    " director, screenwriter, and film producer. He is also the Principal Creative Advisor for"
+    " Walt Disney Imagineering."
+)
+
+
+def test_a_comparison_quotes_the_sentence_stating_the_property(tmp_path, embedder, fake):
+    """A side's fact is the sentence that states what is compared (the advisor role), not only
+    the one naming the side; the naming sentence comes with it (D-259)."""
+    q = "Which American film director is an advisor for Disney, Rick Ray or John Lasseter?"
+    with answer_client(
+        tmp_path / "d", embedder, fake, units([RAY, LASSETER, *OTHER]), **EXTRACTIVE
+    ) as c:
+        a = ask(c, q)
+    assert a["refused"] is False, a.get("refusal_reason")
+    assert a["text"].startswith("John Lasseter")
+    texts = [s["text"] for s in a["sentences"]]
+    assert "He is also the Principal Creative Advisor for Walt Disney Imagineering." in texts
+    assert any(t.startswith("John Alan Lasseter (born") for t in texts)
+
+
+JACK = (
+    "# Jack-in-the-box\n\nA jack-in-the-box is a children's toy that outwardly consists of a box"
+    ' with a crank. Many which use "Pop Goes the Weasel" open at the point in the melody where'
+    ' the word "pop" would be if it were sung.'
+)
+WEASEL = (
+    '# Pop Goes the Weasel\n\n"Pop Goes the Weasel" is an English nursery rhyme and singing'
+    " game. It has a Roud Folk Song Index number of 5249."
+)
+
+
+def test_the_link_may_come_from_a_passage_the_answer_did_not_quote(tmp_path, embedder, fake):
+    """The answer's passage (the rhyme) is reached from the toy the question asks about: the
+    toy's sentence naming the rhyme is quoted before the rhyme's facts (D-258)."""
+    q = (
+        "Many jack-in-the-boxes use an English nursery rhyme with a Roud Folk Song Index number"
+        " of what?"
+    )
+    with answer_client(
+        tmp_path / "d", embedder, fake, units([JACK, WEASEL, *OTHER]), **EXTRACTIVE
+    ) as c:
+        a = ask(c, q)
+    assert a["refused"] is False, a.get("refusal_reason")
+    assert "5249" in a["text"]
+    texts = [s["text"] for s in a["sentences"]]
+    link = next(i for i, t in enumerate(texts) if t.startswith("Many which use"))
+    number = next(i for i, t in enumerate(texts) if "5249" in t)
+    assert a["sentences"][link]["citations"] != a["sentences"][number]["citations"]
+    assert len(a["citations"]) == 2
+
+
+HOTRIDE = (
+    '# Hotride\n\n"Hotride" is the fifteenth single released by the British electronic music'
+    " trio The Prodigy on 1 November 2004."
+)
+PRODIGY = (
+    "# The Prodigy\n\nThe Prodigy are an English electronic music group from Braintree, Essex,"
+    " formed in 1990 by keyboardist and songwriter Liam Howlett."
+)
+ROSES = "# The Stone Roses\n\nThe Stone Roses are a British rock band formed in Manchester in 1983."
+
+
+def test_a_bridge_naming_a_retrieved_passage_is_followed_first(tmp_path, embedder, fake):
+    """Of the names the first sentence holds ("British", "The Prodigy"), the one that is a
+    retrieved passage's subject is the bridge: the answer is The Prodigy's, not the passage
+    another name ("British") also matches (D-260)."""
+    q = (
+        "Hotride is the fifteenth single released by what music group from Braintree, Essex,"
+        " that was formed in 1990?"
+    )
+    with answer_client(
+        tmp_path / "d", embedder, fake, units([HOTRIDE, PRODIGY, ROSES, *OTHER]), **EXTRACTIVE
+    ) as c:
+        r = c.post("/v1/answer", headers=auth("aegis_sk_alice"), json={"q": q, "top_k": 5})
+    assert r.status_code == 200, r.text
+    a = r.json()["answer"]
+    assert a["refused"] is False, a.get("refusal_reason")
+    assert "Braintree" in a["text"]
+    assert "Stone Roses" not in a["text"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from . import terms as T
 from .checks import Verdict, verdict
+from .cover import as_name, subject
 from .localize import Candidate, Evidence
 from .question import QuestionInfo
 
@@ -65,6 +66,14 @@ def bridges(question: str, sentence: str) -> list[str]:
     return sorted(out, key=lambda s: -len(s.split()))
 
 
+def ordered(names: list[str], evidence: Sequence[Evidence]) -> list[str]:
+    """Bridges that name a retrieved passage's subject first ("Hotride ... by the British
+    electronic music trio *The Prodigy*": the passage on The Prodigy, not "British"), then the
+    rest, longest first as ``bridges`` gives them."""
+    subjects = [s for e in evidence if (s := subject(e))]
+    return sorted(names, key=lambda b: not any(as_name(s, b) for s in subjects))
+
+
 def hop_query(info: QuestionInfo, bridge: str, first: str) -> str:
     """The bridge plus the question's terms the first sentence lacks ("founded", "year")."""
     have = T.text_stems(first)
@@ -84,37 +93,37 @@ def follow(
     """Try bridges of the first sentences in order, up to ``max_hops`` retrievals; the chain
     that answers, or the last one tried (incomplete), or None when there was no bridge. With
     ``need``, a hop sentence must also hold one of those terms."""
-    hops = 0
     last: Chain | None = None
     base = max((e.n for e in evidence), default=0)
     seen = {e.hit.get("unit_id") for e in evidence}
-    for first in firsts:
-        for bridge in bridges(info.text, first.text)[:2]:
-            # The first retrieval may already hold the second fact (another passage).
-            others = [e for e in evidence if e.n != first.n]
-            c = _second(info, first, bridge, others, need)
-            if c is not None:
-                note = f"bridge {bridge!r}: answered by [{c.n}] of the first retrieval"
-                return Chain(first, c, [], [note], verdict(info, c.text, chain=[first.text]))
-            if hops >= max_hops:
-                if last is not None:
-                    last.notes.append(f"hop skipped: {MAX_HOPS} hops spent ({bridge!r})")
-                return last
-            hops += 1
-            query = hop_query(info, bridge, first.text)
-            hits = [h for h in search(query) if h.get("unit_id") not in seen][:HOP_TOP_K]
-            hop_ev = _renumber(localize(query, hits), base)
-            chain = Chain(first, None, hop_ev, [f"hop {hops}: {query!r}, {len(hits)} hits"])
+    pairs = [(f, b) for f in firsts for b in ordered(bridges(info.text, f.text), evidence)[:2]]
+    for first, bridge in pairs:
+        # The first retrieval may already hold the second fact (another passage): every
+        # bridge is looked up there before a hop is spent on any.
+        others = [e for e in evidence if e.n != first.n]
+        c = _second(info, first, bridge, others, need)
+        if c is not None:
+            note = f"bridge {bridge!r}: answered by [{c.n}] of the first retrieval"
+            return Chain(first, c, [], [note], verdict(info, c.text, chain=[first.text]))
+    for hops, (first, bridge) in enumerate(pairs, start=1):
+        if hops > max_hops:
             if last is not None:
-                chain.notes = last.notes + chain.notes
-            c = _second(info, first, bridge, hop_ev, need)
-            if c is not None:
-                chain.second = c
-                chain.verdict = verdict(info, c.text, chain=[first.text])
-                chain.notes[-1] += f"; answered by [{c.n}]"
-                return chain
-            chain.notes[-1] += "; no sentence about it answers"
-            last = chain
+                last.notes.append(f"hop skipped: {max_hops} hops spent ({bridge!r})")
+            return last
+        query = hop_query(info, bridge, first.text)
+        hits = [h for h in search(query) if h.get("unit_id") not in seen][:HOP_TOP_K]
+        hop_ev = _renumber(localize(query, hits), base)
+        chain = Chain(first, None, hop_ev, [f"hop {hops}: {query!r}, {len(hits)} hits"])
+        if last is not None:
+            chain.notes = last.notes + chain.notes
+        c = _second(info, first, bridge, hop_ev, need)
+        if c is not None:
+            chain.second = c
+            chain.verdict = verdict(info, c.text, chain=[first.text])
+            chain.notes[-1] += f"; answered by [{c.n}]"
+            return chain
+        chain.notes[-1] += "; no sentence about it answers"
+        last = chain
     return last
 
 

@@ -52,6 +52,10 @@ _WORD_VALUES = {
 # A comparative's side is best told by a sentence holding its value ("Established in 1949")
 # over the sentence that names it best ("The University of New South Wales is a public ...").
 VALUE_BONUS = 1.0
+# A sentence of the side's passage that states the asked property ("He is also the Principal
+# Creative Advisor for Walt Disney Imagineering") over the one that only names the side: the
+# passage's naming sentence is quoted with it anyway (cover.with_subjects).
+NAMED_WEIGHT = 0.5
 
 
 @dataclass
@@ -82,7 +86,8 @@ def find_side(side: str, evidence: Sequence[Evidence], info: QuestionInfo) -> Ca
             named = T.weighted_coverage(want, T.text_stems(c.text))
             if named < 0.99 and not in_passage:
                 continue
-            s = named + T.weighted_coverage(others, T.text_stems(c.text)) + 0.1 * c.cos
+            s = NAMED_WEIGHT * named + T.weighted_coverage(others, T.text_stems(c.text))
+            s += 0.1 * c.cos
             if comparative and _value(c.text, dateish, side) is not None:
                 s += VALUE_BONUS
             if best is None or s > best[0]:

@@ -23,7 +23,7 @@ from .checks import CHECK_MIN_SCORE, verdict
 from .choose import choose, ranked
 from .compare import compare
 from .compose import Draft, Sentence
-from .cover import chain_coverage, with_subjects
+from .cover import MAX_LINKS, chain_coverage, links, with_subjects
 from .localize import Candidate, Evidence
 from .question import QuestionInfo, analyze
 from .support import Support
@@ -113,7 +113,7 @@ def gate(
             g.code = "chain_incomplete"
             g.reason = f"{pick.verdict.reason}; and no second retrieval stated it"
         return g
-    d = Draft(sentences=[quote(c) for c in _chain_quotes(evidence, chain)])
+    d = Draft(sentences=[quote(c) for c in _chain_quotes(info, evidence, chain)])
     return Gate(draft=d, extra=chain.hop_evidence, notes=chain.notes, hop_ms=g.hop_ms)
 
 
@@ -148,14 +148,19 @@ def _maybe_bridge(
     if chain is None or chain.second is None:
         notes = chain.notes if chain else ["no bridge entity: no hop"]
         return Gate(best=best, notes=notes, hop_ms=ms)
-    d = Draft(sentences=[quote(c) for c in _chain_quotes(evidence, chain)])
+    d = Draft(sentences=[quote(c) for c in _chain_quotes(info, evidence, chain)])
     return Gate(draft=d, extra=chain.hop_evidence, notes=chain.notes, hop_ms=ms)
 
 
-def _chain_quotes(evidence: list[Evidence], chain: Chain) -> list[Candidate]:
-    """A chain's two facts, each with its passage's subject sentence when it needs one."""
+def _chain_quotes(info: QuestionInfo, evidence: list[Evidence], chain: Chain) -> list[Candidate]:
+    """A chain's two facts, the sentences linking their passages, and each passage's subject
+    sentence when it needs one; grouped by passage in hop order."""
     assert chain.second is not None
-    return with_subjects(evidence + chain.hop_evidence, [chain.first, chain.second])
+    pool = evidence + chain.hop_evidence
+    facts = [chain.first, chain.second]
+    facts += links(info, pool, facts)[:MAX_LINKS]
+    order = list(dict.fromkeys(c.n for c in facts))
+    return with_subjects(pool, [c for n in order for c in facts if c.n == n])
 
 
 def _compound(

@@ -148,7 +148,11 @@ class Answerer:
             if g.unanswered:
                 answer["unanswered_parts"] = g.unanswered
             annotate(answer, info)
-            kind = "chain" if g.extra else f"compound, {len(g.unanswered)} part(s) unanswered"
+            # A chain may rest on the first retrieval alone (no hop passages): the question
+            # being compound, not the hop, tells the two apart.
+            kind = "comparison" if info.options else "chain"
+            if info.parts:
+                kind = f"compound, {len(g.unanswered)} part(s) unanswered"
             trace.stages.append(Stage("synth", 0.0, detail=f"extractive {kind}"))
             trace.stages.append(Stage("verify", 0.0, skipped="quoted by construction"))
             return hits, answer
