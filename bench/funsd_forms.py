@@ -15,7 +15,7 @@ noisy on a shared machine), and the engine CPU seconds per page of ``derive`` ru
 process (image worker + Tesseract, from ``RUSAGE_CHILDREN``; the steadier figure).
 
     SCDB_EVAL_DIR=... .venv/bin/python -m bench.funsd_forms [--out bench/results]
-        [--label after] [--limit N]
+        [--label after] [--limit N] [--note TEXT]
 
 Writes ``<out>/funsd_forms.json`` (one section per ``--label``) and ``<out>/funsd_forms.md``
 (every label in the JSON side by side). A "before" section is the same command run with an
@@ -185,6 +185,9 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(f"| {m} {k} | {vals} | {target} |")
     for k in ("word_boxes", "wall_s_per_page", "engine_cpu_s_per_page", "generated_at"):
         lines.append(f"| {k} | " + " | ".join(fmt(report[lb].get(k)) for lb in labels) + " | |")
+    notes = [f"- **{lb}**: {report[lb]['note']}" for lb in labels if report[lb].get("note")]
+    if notes:
+        lines += ["", "## Notes", "", *notes]
     last = report[labels[-1]]
     lines += ["", f"## Per form ({labels[-1]}, tokens)", ""]
     lines += [
@@ -216,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("bench/results"))
     ap.add_argument("--label", default="after")
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--note", default=None, help="what this label's build is, for the report")
     evaldir.add_argument(ap)
     args = ap.parse_args(argv)
     global EVAL
@@ -224,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out / "funsd_forms.json"
     report = json.loads(path.read_text()) if path.exists() else {}
     report[args.label] = run(args.limit)
+    if args.note:
+        report[args.label]["note"] = args.note
     path.write_text(json.dumps(report, indent=1))
     (args.out / "funsd_forms.md").write_text(markdown(report))
     r = report[args.label]

@@ -76,6 +76,8 @@ def pdf_bytes() -> bytes:
     c.showPage()
     c.setFont("Helvetica", 14)
     c.drawString(72, 700, "Appendix: the drill's timeline, minute by minute.")
+    c.drawString(72, 680, "Minute one freezes the schema and checks the replicas,")
+    c.drawString(72, 660, "minute two reopens the gates and pages the owners.")
     c.showPage()
     c.save()
     return buf.getvalue()
@@ -595,6 +597,77 @@ def test_page_box_lands_where_the_locator_says(tab: Tab, world: dict[str, Any]) 
         headers={"Authorization": "Bearer aegis_sk_carol"},
     )
     assert r.status_code == 404  # another tenant: the same 404 as for page 1
+
+
+def red_runs(shot: Any, rect: list[float]) -> list[tuple[int, int, int, int]]:
+    """The highlight colour's pixels inside the page image, as boxes: one per run of rows
+    (line boxes are stacked, with white between them)."""
+    left, top, width, height = rect
+    red = [
+        (x, y)
+        for y in range(int(top), min(shot.height, int(top + height)))
+        for x in range(int(left), min(shot.width, int(left + width)))
+        if (p := shot.getpixel((x, y)))[0] > 170 and p[1] < 120 and p[2] < 120
+    ]
+    runs: list[list[tuple[int, int]]] = []
+    for x, y in sorted(red, key=lambda p: p[1]):
+        if runs and y - runs[-1][-1][1] <= 1:
+            runs[-1].append((x, y))
+        else:
+            runs.append([(x, y)])
+    return [
+        (min(p[0] for p in r), min(p[1] for p in r), max(p[0] for p in r) + 1, r[-1][1] + 1)
+        for r in runs
+    ]
+
+
+def test_a_citations_line_boxes_are_drawn_each_where_it_says(
+    tab: Tab, world: dict[str, Any]
+) -> None:
+    """A citation with ``boxes`` (the localizer's line boxes, issue 22): each box is drawn at
+    ``box * rendered width / page width`` within 2 px, and the union ``box`` is not."""
+    from PIL import Image
+
+    from superchargedb.locate_words import narrow_boxes
+
+    (unit,) = [u for u in units_of(world["url"], "drill") if "Minute one" in u["text"]]
+    r = httpx.get(
+        f"{world['url']}/v1/units/{unit['unit_id']}", headers=ALICE, params={"words": "true"}
+    )
+    text, words = unit["text"], r.json()["words"]
+    cited = narrow_boxes(unit["locator"], words, text.index("checks"), text.index(" pages"))
+    assert len(cited["boxes"]) == 2, cited
+    lines = ";".join(",".join(str(v) for v in b) for b in cited["boxes"])
+    param = f"bbox:{cited['page']}:{','.join(str(v) for v in cited['box'])}:{lines}"
+    tab.sign_in("aegis_sk_alice")
+    tab.page.goto(f"{world['url']}/ui/units/{unit['unit_id']}?loc={param}")
+    until(
+        tab.page,
+        "(() => { const i = document.querySelector('#viewer img.page');"
+        " return i && i.complete && i.naturalWidth > 0; })()",
+    )
+    rect = tab.page.evaluate(
+        "(() => { const r = document.querySelector('#viewer img.page').getBoundingClientRect();"
+        " return [r.left, r.top, r.width, r.height]; })()"
+    )
+    shot = Image.open(io.BytesIO(tab.page.screenshot())).convert("RGB")
+    left, top, width, _ = rect
+    k = width / 612.0  # rendered width / page width (US letter, points)
+    want = [
+        (left + b[0] * k, top + b[1] * k, left + b[2] * k, top + b[3] * k) for b in cited["boxes"]
+    ]
+    found = red_runs(shot, rect)
+    assert len(found) == len(want), (found, want)  # no union box around them
+    for got, exp in zip(found, want, strict=True):
+        assert all(abs(g - e) <= 2 for g, e in zip(got, exp, strict=True)), (got, exp)
+    assert "boxes the 2 lines" in tab.page.inner_text("#viewer p.note")
+    # A permalink whose line box lies outside the Unit is refused in words, never drawn.
+    x0, y0, x1, y1 = unit["locator"]["box"]
+    outside = f"bbox:{cited['page']}:{x0},{y0},{x1},{y1}:{x0},{y0 - 40},{x1},{y0}"
+    tab.page.goto(f"{world['url']}/ui/units/{unit['unit_id']}?loc={outside}")
+    tab.page.wait_for_selector("#viewer p.cannot")
+    assert tab.page.locator("#viewer img.page").count() == 0
+    assert tab.errors == []
 
 
 def test_hostile_content_stays_text(tab: Tab, world: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""``GET /v1/units/{id}/preview``: the PDF page or image with the Unit's box drawn on it.
+"""``GET /v1/units/{id}/preview``: the PDF page or image with the Unit's box drawn on it, or
+with the boxes of a citation inside it (``?boxes=``, D-255: one per line the cited words sit on).
 
 A request is served in three steps, in this order: the service resolves the Unit for the caller
 (``Service.preview_source``: the same 404 as a missing id when the caller may not read it), the
@@ -13,8 +14,10 @@ that process, D-42); it prints the PNG to stdout.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
+import math
 import os
 import resource
 import subprocess
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 MAX_SIDE = 1600  # pixels of the longer side of a preview
+MAX_BOXES = 64  # a cited sentence's line boxes; more is not a citation
+SLACK = 0.01  # the localizer rounds boxes to 2 decimals: a clipped box may stick out by that
 
 
 @dataclass(frozen=True)
@@ -45,11 +50,45 @@ class PreviewSource:
     still: bytes | None = None
 
     def render_key(self) -> tuple[Any, ...]:
-        """Everything the picture depends on (blob, page, box, size) and nothing else."""
-        loc = self.locator or {}
-        box = loc.get("box") if loc.get("kind") == "bbox" else None
-        page = int(loc.get("page") or 1) if self.mime == "application/pdf" else 1
-        return (self.sha256, self.mime, page, tuple(map(float, box)) if box else None, MAX_SIDE)
+        """Everything the picture depends on (blob, page, boxes, size) and nothing else."""
+        page = int((self.locator or {}).get("page") or 1) if self.mime == "application/pdf" else 1
+        drawn = tuple(tuple(map(float, b)) for b in drawn_boxes(self.locator))
+        return (self.sha256, self.mime, page, drawn, MAX_SIDE)
+
+
+def drawn_boxes(locator: dict[str, Any] | None) -> list[Any]:
+    """What a preview draws: every box of ``boxes`` when present, else the union ``box``."""
+    if not locator or locator.get("kind") != "bbox":
+        return []
+    if locator.get("boxes"):
+        return list(locator["boxes"])
+    return [locator["box"]] if locator.get("box") else []
+
+
+def with_boxes(src: PreviewSource, raw: str | None) -> PreviewSource:
+    """The preview with a citation's boxes (``?boxes=x0,y0,x1,y1;...``, in the Unit's own
+    coordinates) drawn instead of the Unit's box. Each must lie inside the Unit's box, so the
+    picture never shows a spot outside the Unit the caller was authorized for (422 if not)."""
+    if raw is None:
+        return src
+    own = (src.locator or {}).get("box") if (src.locator or {}).get("kind") == "bbox" else None
+    if not own or src.still is not None:
+        raise ValidationError("this unit has no box to draw boxes inside")
+    boxes = []
+    for part in raw.split(";"):
+        try:
+            b = [float(v) for v in part.split(",")]
+        except ValueError:
+            raise ValidationError("boxes: x0,y0,x1,y1 numbers, boxes separated by ';'") from None
+        if len(b) != 4 or not all(math.isfinite(v) for v in b) or b[0] > b[2] or b[1] > b[3]:
+            raise ValidationError("boxes: each box is x0,y0,x1,y1 with x0 <= x1 and y0 <= y1")
+        lo, hi = (own[0] - SLACK, own[1] - SLACK), (own[2] + SLACK, own[3] + SLACK)
+        if b[0] < lo[0] or b[1] < lo[1] or b[2] > hi[0] or b[3] > hi[1]:
+            raise ValidationError("boxes: a box does not lie inside this unit's box")
+        boxes.append(b)
+    if len(boxes) > MAX_BOXES:
+        raise ValidationError(f"boxes: at most {MAX_BOXES} boxes")
+    return dataclasses.replace(src, locator={**(src.locator or {}), "boxes": boxes})
 
 
 class Previews:
@@ -109,7 +148,6 @@ def render_preview(
 def _render(path: str, mime: str, locator: dict[str, Any] | None) -> bytes:
     from PIL import Image, ImageDraw
 
-    box = locator.get("box") if locator and locator.get("kind") == "bbox" else None
     if mime == "application/pdf":
         import pypdfium2 as pdfium
 
@@ -127,9 +165,9 @@ def _render(path: str, mime: str, locator: dict[str, Any] | None) -> bytes:
         scale = min(1.0, MAX_SIDE / max(img.size))
         if scale < 1.0:
             img = img.resize((int(img.width * scale), int(img.height * scale)))
-    if box:
+    draw = ImageDraw.Draw(img, "RGBA")
+    for box in drawn_boxes(locator):
         x0, y0, x1, y1 = (float(v) * scale for v in box)
-        draw = ImageDraw.Draw(img, "RGBA")
         draw.rectangle(
             (x0, y0, x1, y1), outline=(230, 30, 30, 255), width=3, fill=(255, 220, 0, 60)
         )

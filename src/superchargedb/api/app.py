@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..errors import AuthError, InsufficientStorageError, SCDBError
-from ..preview import Previews
+from ..preview import Previews, with_boxes
 from ..schemas import AegisQuery, IngestRequest
 from ..service import Service
 from ..storage.disk import STORAGE_ERRORS, is_disk_full
@@ -332,12 +332,17 @@ def create_app(svc: Service) -> FastAPI:
         p: Principal = Depends(principal),
         scope: str | None = Depends(request_scope),
         page: int | None = Query(default=None, ge=1, le=100_000),
+        boxes: str | None = Query(
+            default=None,
+            max_length=4096,
+            description="a citation's boxes to draw instead of the Unit's: x0,y0,x1,y1;...",
+        ),
     ) -> Response:
         # Authorized first: only then is the rendering cache consulted.
         src = await run_in_threadpool(svc.preview_source, narrowed(svc, p, scope), unit_id)
         if src.still is not None:  # a video shot's keyframe (D-236): one picture, no pages
             return Response(src.still, media_type=src.mime, headers=PREVIEW_HEADERS)
-        src = other_page(src, page)
+        src = other_page(with_boxes(src, boxes), page)
         png = await previews.png(p.name, src)
         return Response(png, media_type="image/png", headers=PREVIEW_HEADERS)
 

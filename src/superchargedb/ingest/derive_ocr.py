@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import math
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
@@ -36,6 +37,7 @@ from .tesseract import (  # re-exported: derive_av and derive_pdf read words thr
     MIN_PHOTO_CONF,
     MIN_WORD_CONF,
     OcrWord,
+    fit_to_ink,
     ocr_lines,
     ocr_words,
     read_rotated,
@@ -76,10 +78,17 @@ def ocr_regions(
 
 
 def region_units(
-    paras: list[list[list[OcrWord]]], *, page: int, scale: float, modality: str, fragment: str
+    paras: list[list[list[OcrWord]]],
+    *,
+    page: int,
+    scale: float,
+    modality: str,
+    fragment: str,
+    snap: bool = False,
 ) -> list[Derived]:
     """Regions (lists of lines of words) -> doc_visual Units; boxes are divided by ``scale``
-    (pixels per unit), each keeps its word table."""
+    (pixels per unit; ``snap``: out to whole units, the pixels of a scan), each keeps its word
+    table."""
 
     def line_text(line: list[OcrWord]) -> str:
         return " ".join(w.text for w in line)
@@ -89,7 +98,8 @@ def region_units(
         for run in split_lines(para, MAX_REGION_CHARS, line_text):
             ws = [w for line in run for w in line]
             lines = [
-                [PageWord(w.text, scaled(w.box, scale), w.conf / 100) for w in line] for line in run
+                [PageWord(w.text, scaled(w.box, scale, snap), w.conf / 100) for w in line]
+                for line in run
             ]
             text, table = page_text(lines, page)
             boxed = [w for line in lines for w in line]
@@ -112,10 +122,15 @@ def region_units(
     return units
 
 
-def scaled(box: tuple[float, float, float, float], scale: float) -> Box:
-    """A box in OCR-image pixels -> the Unit's coordinates (``scale`` pixels per unit)."""
-    x0, y0, x1, y1 = box
-    return (round(x0 / scale, 2), round(y0 / scale, 2), round(x1 / scale, 2), round(y1 / scale, 2))
+def scaled(box: tuple[float, float, float, float], scale: float, snap: bool = False) -> Box:
+    """A box in OCR-image pixels -> the Unit's coordinates (``scale`` pixels per unit). With
+    ``snap`` it covers the whole pixels of the image as given that its ink touches (D-256): an
+    upscaled OCR image's box edge falls inside a source pixel, whose ink the word holds."""
+    x0, y0, x1, y1 = (v / scale for v in box)
+    if snap:  # 1e-6: a box edge exactly on a pixel edge stays there despite float division
+        x0, y0 = math.floor(x0 + 1e-6), math.floor(y0 + 1e-6)
+        x1, y1 = math.ceil(x1 - 1e-6), math.ceil(y1 - 1e-6)
+    return (round(x0, 2), round(y0, 2), round(x1, 2), round(y1, 2))
 
 
 def image_info(
@@ -152,9 +167,11 @@ def derive_scan(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> l
         h = float(info.get("text_px") or 0) * scale
         if h:  # rotated text (a margin's document number) is read again, turned upright
             words = read_rotated(words, Path(info["ocr_path"]), h, limits=limits, options=options)
+            # Tesseract's boxes are line-high and cut strokes: fitted to the ink (D-256).
+            words = fit_to_ink(words, Path(info["ocr_path"]), h, limits=limits, options=options)
     # The layout pass needs the page's line height (layout.py); without one, Tesseract's own.
     paras = layout.regions(words, info.get("rules") or {}, h) if h else ocr_lines(words)
-    units = region_units(paras, page=1, scale=scale, modality="scan", fragment="#page=1")
+    units = region_units(paras, page=1, scale=scale, modality="scan", fragment="#page=1", snap=True)
     if not units:
         raise DerivationError("no text found in the scanned image")
     return units

@@ -13,6 +13,7 @@ Tasks:
   about that tall, and (``rules``) without its ruled lines, whose boxes it returns
   (``page_prep.py``, loaded by path).
 - ``stack``: pieces of an OCR image (turned when asked) on one sheet, to be read again.
+- ``ink``: words' boxes on an OCR image fitted to their ink (``word_ink.py``, loaded by path).
 - ``transcribe``: faster-whisper segments with word timestamps (seconds).
 """
 
@@ -163,11 +164,16 @@ def task_pdf(args: dict[str, Any]) -> dict[str, Any]:
 
 def page_prep() -> Any:
     """``page_prep.py`` beside this file, loaded by path: the package is never imported here."""
+    return beside("page_prep.py")
+
+
+def beside(name: str) -> Any:
+    """A worker-side module beside this file (numpy and Pillow only), loaded by path."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).with_name("page_prep.py")
-    spec = importlib.util.spec_from_file_location("scdb_page_prep", path)
+    path = Path(__file__).with_name(name)
+    spec = importlib.util.spec_from_file_location(f"scdb_{path.stem}", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -409,6 +415,19 @@ def task_stack(args: dict[str, Any]) -> dict[str, Any]:
     return {"png": out, "where": where}
 
 
+def task_ink(args: dict[str, Any]) -> dict[str, Any]:
+    """Words' boxes on an OCR image (one this worker wrote) fitted to their ink."""
+    import numpy as np
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = int(args["max_pixels"])
+    with Image.open(args["path"]) as im:
+        gray = np.asarray(im.convert("L"))
+    wi = beside("word_ink.py")
+    fitted = wi.ink_boxes(gray, args["boxes"], int(args["ink"]), int(args["pad"]), int(args["gap"]))
+    return {"boxes": [list(b) for b in fitted]}
+
+
 # --------------------------------------------------------------------------- speech
 
 
@@ -504,6 +523,7 @@ TASKS = {
     "pdf_pages": task_pdf_pages,
     "image": task_image,
     "stack": task_stack,
+    "ink": task_ink,
     "transcribe": task_transcribe,
 }
 

@@ -20,6 +20,8 @@ MIN_PHOTO_CONF = 50.0  # photos and frames: texture read as letters is mostly lo
 TURNS = (90, 270)  # rotated text is read turned both ways (counter-clockwise degrees)
 MIN_TURNED_CONF = 60.0  # a turned reading below this is left out (the layout pass drops it)
 MAX_TURNED = 8  # at most this many rotated words per page are read again
+INK = 230  # a pixel darker than this is ink for a word's box (its grey edge included, D-256)
+INK_GAP = 0.1  # ink rows this many line heights apart are one word's (an i's dot), else not
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,30 @@ def read_rotated(
         text = " ".join(w.text for w in got if ALNUM.search(w.text))
         if text and mean_conf(got) >= MIN_TURNED_CONF:
             out[i] = replace(words[i], text=text, conf=mean_conf(got), turned=turn)
+    return out
+
+
+def fit_to_ink(
+    words: list[OcrWord], ocr_path: Path, h: float, *, limits: MediaLimits, options: DeriveOptions
+) -> list[OcrWord]:
+    """Each word's box fitted to its ink on the OCR image (``word_ink.py``, D-256), in one
+    worker call. Rotated text keeps its box: its ink runs the other way, and the layout pass
+    knows a failed reading of it by that box's shape (``layout.rotated``)."""
+    todo = [i for i, w in enumerate(words) if not w.turned and not layout.rotated(w, h)]
+    if not todo:
+        return words
+    args = {
+        "path": str(ocr_path),
+        "boxes": [list(words[i].box) for i in todo],
+        "ink": INK,
+        "pad": 1,  # Tesseract cuts into a stroke's edge by a pixel, never by a letter
+        "gap": round(INK_GAP * h),
+        "max_pixels": limits.max_pixels,
+    }
+    fitted = run_worker("ink", args, limits=limits, options=options, what="image decoder")
+    out = list(words)
+    for i, b in zip(todo, fitted["boxes"], strict=True):
+        out[i] = replace(words[i], box=(float(b[0]), float(b[1]), float(b[2]), float(b[3])))
     return out
 
 

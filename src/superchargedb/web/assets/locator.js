@@ -26,15 +26,24 @@ export function inWords(loc) {
 }
 
 // ?loc= of a permalink: "char_span:10-20", "line_range:4-9", "time_range:1200-3400",
-// "bbox:3:x0,y0,x1,y1".
+// "bbox:3:x0,y0,x1,y1", or with a citation's line boxes "bbox:3:x0,y0,x1,y1:a0,b0,a1,b1;...".
 export function toParam(loc) {
   if (!loc) return "";
-  if (loc.kind === "bbox") return `bbox:${loc.page}:${(loc.box || []).join(",")}`;
+  if (loc.kind === "bbox") {
+    const lines = Array.isArray(loc.boxes) && loc.boxes.length ? `:${boxesParam(loc.boxes)}` : "";
+    return `bbox:${loc.page}:${(loc.box || []).join(",")}${lines}`;
+  }
   if (loc.kind === "time_range") return `time_range:${loc.t_start_ms}-${loc.t_end_ms}`;
   return `${loc.kind}:${loc.start}-${loc.end}`;
 }
 
 const NUM = "(-?\\d+(?:\\.\\d+)?)";
+const BOX = "-?\\d+(?:\\.\\d+)?(?:,-?\\d+(?:\\.\\d+)?){3}";
+
+// Boxes as the preview's ?boxes= and a permalink carry them: "x0,y0,x1,y1;x0,y0,x1,y1".
+export function boxesParam(boxes) {
+  return boxes.map((b) => b.join(",")).join(";");
+}
 
 export function fromParam(s) {
   if (!s) return null;
@@ -44,8 +53,12 @@ export function fromParam(s) {
     if (b < a) return null;
     return m[1] === "time_range" ? { kind: m[1], t_start_ms: a, t_end_ms: b } : { kind: m[1], start: a, end: b };
   }
-  m = new RegExp(`^bbox:(\\d+):${NUM},${NUM},${NUM},${NUM}$`).exec(s);
-  if (m) return { kind: "bbox", page: Number(m[1]), box: m.slice(2).map(Number) };
+  m = new RegExp(`^bbox:(\\d+):${NUM},${NUM},${NUM},${NUM}(?::(${BOX}(?:;${BOX})*))?$`).exec(s);
+  if (m) {
+    const loc = { kind: "bbox", page: Number(m[1]), box: m.slice(2, 6).map(Number) };
+    if (m[6]) loc.boxes = m[6].split(";").map((b) => b.split(",").map(Number));
+    return loc;
+  }
   return null;
 }
 
@@ -67,8 +80,10 @@ export function inside(inner, outer) {
   if (!inner || !outer || inner.kind !== outer.kind) return false;
   if (inner.kind === "time_range") return inner.t_start_ms >= outer.t_start_ms && inner.t_end_ms <= outer.t_end_ms;
   if (inner.kind === "bbox") {
-    const [a, b] = [inner.box, outer.box];
-    return inner.page === outer.page && a[0] >= b[0] && a[1] >= b[1] && a[2] <= b[2] && a[3] <= b[3];
+    // 0.01: the localizer rounds clipped boxes to 2 decimals (the server allows the same).
+    const [b, e] = [outer.box, 0.01];
+    const within = (a) => Array.isArray(a) && a.length === 4 && a[0] >= b[0] - e && a[1] >= b[1] - e && a[2] <= b[2] + e && a[3] <= b[3] + e;
+    return inner.page === outer.page && within(inner.box) && (inner.boxes || []).every(within);
   }
   return inner.start >= outer.start && inner.end <= outer.end;
 }

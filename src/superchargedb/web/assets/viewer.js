@@ -4,7 +4,7 @@
 
 import { h, clear, errorBox } from "./dom.js";
 import { get, ApiError } from "./api.js";
-import { inWords, toParam, fromParam, utf16Index, inside } from "./locator.js";
+import { inWords, toParam, fromParam, utf16Index, inside, boxesParam } from "./locator.js";
 
 let opener = null;
 
@@ -182,9 +182,20 @@ function keyframe(unit) {
   return h("figure", { class: "keyframe" }, img, caption);
 }
 
+// The cited page with the citation's boxes drawn by the server, in the coordinates that made
+// them (D-255): every line box of `boxes` when present, else the union `box`; the Unit's own
+// box needs no parameter (one cached rendering for every viewer of it).
+function citedPreview(unit, loc) {
+  const own = (unit.locator || {}).box;
+  const boxes = Array.isArray(loc.boxes) && loc.boxes.length ? loc.boxes : [loc.box];
+  if (boxes.length === 1 && JSON.stringify(boxes[0]) === JSON.stringify(own)) return unit.preview;
+  return `${unit.preview}?boxes=${encodeURIComponent(boxesParam(boxes))}`;
+}
+
 function boxView(body, unit, loc) {
   if (!unit.preview) return cannot(body, unit, loc, "the unit has no page image");
-  const img = h("img", { src: unit.preview, alt: `Page ${loc.page} of ${unit.source_uri} with the cited box`, class: "page" });
+  const cited = citedPreview(unit, loc);
+  const img = h("img", { src: cited, alt: `Page ${loc.page} of ${unit.source_uri} with the cited box`, class: "page" });
   const problem = h("p", { class: "error", role: "alert", hidden: true });
   img.addEventListener("error", () => {
     problem.hidden = false;
@@ -208,13 +219,14 @@ function boxView(body, unit, loc) {
       problem.textContent = `There is no page ${to} to show.`;
       img.onerror = null;
     };
-    img.src = page === loc.page ? unit.preview : `${unit.preview}?page=${page}`;
+    img.src = page === loc.page ? cited : `${unit.preview}?page=${page}`;
   };
   prev.addEventListener("click", () => turn(page - 1));
   next.addEventListener("click", () => turn(page + 1));
   const pager = h("p", { class: "pager" }, prev, " ", where, " ", next);
   const kids = [header(unit, loc), problem, pager, h("div", { class: "page-wrap" }, img)];
-  if (JSON.stringify(loc.box) !== JSON.stringify((unit.locator || {}).box)) kids.push(h("p", { class: "note" }, "The picture draws the unit's box; the citation lies inside it."));
+  const n = Array.isArray(loc.boxes) ? loc.boxes.length : 0;
+  if (n) kids.push(h("p", { class: "note" }, `The picture boxes the ${n === 1 ? "line" : `${n} lines`} the citation rests on.`));
   kids.push(h("p", { class: "unit-text" }, unit.text));
   clear(body, kids);
 }
