@@ -15,9 +15,24 @@ import os
 import pytest
 
 SERVICE_FIXTURES = {"svc", "client", "live"}
+# Modules whose services a helper module builds (through make_service).
+BUILT_BY_HELPERS = ("tests/test_isolation_property.py",)
 
 # node id, or a prefix of one (a whole file: "tests/test_x.py"), -> why it is embedded-only.
-EMBEDDED_ONLY: dict[str, str] = {}
+EMBEDDED_ONLY: dict[str, str] = {
+    "tests/test_audit.py": (
+        "tampers with the SQLite catalog's audit rows by hand; the PostgreSQL chain's tamper"
+        " cases are tests/test_pg_backend.py and the contract suite's audit checks"
+    ),
+    "tests/test_backup_reindex.py": (
+        "drives the SQLite backup, restore and reindex functions directly; PostgreSQL's"
+        " Maintenance (pg_dump backup, restore, reindex) runs in the contract suite"
+    ),
+    "tests/test_cli_maintenance.py::test_backup_restore_reindex_through_the_cli": (
+        "restores into fresh data dirs, which on PostgreSQL would be fresh databases named by"
+        " the CLI; PostgreSQL's Maintenance runs in the contract suite"
+    ),
+}
 
 
 def builds_a_service(item: pytest.Item) -> bool:
@@ -26,14 +41,13 @@ def builds_a_service(item: pytest.Item) -> bool:
     direct = module is not None and any(
         hasattr(module, f) for f in ("make_service", "open_service", "build_components")
     )
-    return bool(names & SERVICE_FIXTURES) or direct
+    helped = item.nodeid.startswith(BUILT_BY_HELPERS)
+    return bool(names & SERVICE_FIXTURES) or direct or helped
 
 
 def embedded_only(nodeid: str) -> str | None:
     for prefix, why in EMBEDDED_ONLY.items():
-        if nodeid == prefix or nodeid.startswith(prefix + "::") or nodeid.startswith(prefix + "["):
-            return why
-        if prefix.endswith(".py") and nodeid.startswith(prefix):
+        if nodeid == prefix or nodeid.startswith((prefix + "::", prefix + "[")):
             return why
     return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import tempfile
@@ -114,9 +115,23 @@ def embedded(svc: Service) -> SqliteBackend:
     backend = svc.parts.backend
     if BACKEND == "postgres" and not isinstance(backend, SqliteBackend):
         # The suite's PostgreSQL pass (backend_suite.py): what follows is the SQLite files'.
-        pytest.skip("embedded-only: the test inspects the SQLite backend's own internals")
+        caller = inspect.stack()[1]
+        where = f"{Path(caller.filename).name}:{caller.lineno}"
+        pytest.skip(f"embedded-only: {where} inspects the SQLite backend's own internals")
     assert isinstance(backend, SqliteBackend), f"not the embedded backend: {type(backend)}"
     return backend
+
+
+def stored_unit_ids(svc: Service) -> set[str]:
+    """Every Unit id the store holds, read from storage itself (no filter, either backend)."""
+    url = svc.settings.database_url
+    if url:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            return {str(r[0]) for r in conn.execute("SELECT unit_id FROM units")}
+    rows = embedded(svc).catalog.reader().execute("SELECT unit_id FROM units")
+    return {str(r[0]) for r in rows}
 
 
 def add_principal(

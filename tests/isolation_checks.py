@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from conftest import embedded
+from conftest import stored_unit_ids
 from isolation_model import (
     GROUPS,
     MARKER,
@@ -161,17 +161,14 @@ class Checker:
                 # A delete is a read of existence too: what the caller may not destroy (not its
                 # own, and not readable: the ACL and read) answers as absent, and stays.
                 await self.same_as_missing(p, "DELETE", f"/v1/units/{uid}", gone, ctx)
-                row = (
-                    embedded(self.svc)
-                    .catalog.reader()
-                    .execute("SELECT 1 FROM units WHERE unit_id = ?", (uid,))
+                assert uid in stored_unit_ids(self.svc), (
+                    "deleted by a caller who cannot see it",
+                    ctx,
                 )
-                assert row.fetchone() is not None, ("deleted by a caller who cannot see it", ctx)
 
     # -- writes that must be refused: delete, PATCH and ingest change nothing ------------------
     def stored(self) -> set[str]:
-        rows = embedded(self.svc).catalog.reader().execute("SELECT unit_id FROM units")
-        return {r[0] for r in rows}
+        return stored_unit_ids(self.svc)
 
     async def writes(self, p: P) -> None:
         if "write" not in p.perms:

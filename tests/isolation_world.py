@@ -8,15 +8,14 @@ from typing import Any
 
 import httpx
 
+from conftest import make_service
 from isolation_checks import STATS, Checker, EchoLLM
 from isolation_model import CREATORS, GROUPS, SEGS, P, World, pool_text, ref_inside, tiny_png
 from superchargedb.api.app import create_app
 from superchargedb.auth import principals as principals_mod
 from superchargedb.errors import NotFoundError
 from superchargedb.service import Service
-from superchargedb.settings import Settings
 from superchargedb.types import Principal
-from superchargedb.wiring import open_service
 
 BUILDER_GROUP = "zz-builder"
 
@@ -35,14 +34,12 @@ def builder(name: str, roots: tuple[str, ...]) -> Principal:
 
 
 def build(tmp: Path, spec: dict[str, Any], emb: Any, llm_url: str) -> tuple[Service, World]:
-    svc = open_service(
-        Settings(
-            data_dir=tmp,
-            job_workers=0,  # jobs stay queued: their rows are what GET /v1/jobs reads
-            answer_providers="openai",
-            openai_base_url=llm_url,
-        ),
-        embedder=emb,
+    svc = make_service(  # on the suite's backend (SCDB_TEST_BACKEND)
+        tmp,
+        emb,
+        job_workers=0,  # jobs stay queued: their rows are what GET /v1/jobs reads
+        answer_providers="openai",
+        openai_base_url=llm_url,
     )
     salt = spec["salt"]
     every = [x["scope"] for k in ("objects", "units", "media") for x in spec[k]]

@@ -94,8 +94,45 @@ def object_listing(root: Path) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
+def pg_dump_tables(url: str) -> dict[str, list[list[Any]]]:
+    """Every table of the PostgreSQL store's schema as sorted rows (the same exclusions): the
+    database holds the vectors, postings and BM25 statistics too, so this is the whole state."""
+    import psycopg
+
+    out: dict[str, list[list[Any]]] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
+            )
+        ]
+        for table in tables:
+            if table in EXCLUDED_TABLES:
+                continue
+            cur = conn.execute(f'SELECT * FROM "{table}"'.encode())
+            keep = [d.name for d in cur.description or ()]
+            rows = [[_cell(_pg_cell(v)) for v in r] for r in cur.fetchall()]
+            rows.sort(key=lambda r: json.dumps(r, default=str))
+            out[table] = [keep, *rows]
+    return out
+
+
+def _pg_cell(v: Any) -> Any:
+    # pgvector's types and arrays: their text form is exact and comparable.
+    return v if isinstance(v, str | int | float | bool | bytes | memoryview | None) else str(v)
+
+
 def state_dump(svc: Any) -> dict[str, Any]:
     data = Path(svc.settings.data_dir)
+    url = svc.settings.database_url
+    if url:
+        return {
+            "tables": pg_dump_tables(url),
+            "vectors": {},  # in the units table's embedding column, dumped above
+            "lexical": {},  # postings, lex_terms and lex_stats, dumped above
+            "objects": object_listing(data / "objects"),
+        }
     conn = sqlite3.connect(data / "catalog.db")  # its own connection: sees committed state only
     try:
         tables = dump_tables(conn)

@@ -175,6 +175,7 @@ def test_concurrent_identical_ingests_make_one_row(client, svc):
         t.start()
     for t in threads:
         t.join()
+    assert all("results" in o for o in out), out
     ids = {o["results"][0]["unit_id"] for o in out}
     assert len(ids) == 1
     assert sorted(o["results"][0]["status"] for o in out) == ["created"] + ["unchanged"] * 3

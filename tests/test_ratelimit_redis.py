@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from conftest import ALICE, BOB, auth, free_port, make_service
+from conftest import ALICE, BACKEND, BOB, auth, free_port, make_service
 from superchargedb.api.app import create_app
 from superchargedb.ratelimit import RedisLimiter
 
@@ -90,6 +90,10 @@ def two_instances(tmp_path: Path, embedder, redis_server) -> Iterator[Any]:
         first.close()
         shutil.copytree(a_dir, b_dir)
         settings = {"redis_url": redis_server.url, "redis_prefix": f"t{tag}:", **limits}
+        if BACKEND == "postgres":  # two processes of a server stack share one database
+            import pg_stack
+
+            settings["database_url"] = pg_stack.database(a_dir)
         sa = make_service(a_dir, embedder, **settings)
         sb = make_service(b_dir, embedder, **settings)
         ca = TestClient(create_app(sa), raise_server_exceptions=False).__enter__()

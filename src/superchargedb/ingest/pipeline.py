@@ -19,6 +19,7 @@ from .. import effort, faults
 from ..auth import acl
 from ..auth.scopes import check_scope, within_any
 from ..errors import (
+    ConflictError,
     ForbiddenError,
     GroupForbiddenError,
     NotFoundError,
@@ -51,6 +52,9 @@ class _Outcome:
 
 def required_tier(plane: str) -> str:
     return next(t for t in TIERS if plane in TIER_PLANES[t])
+
+
+WRITE_ATTEMPTS = 3  # a batch's write transaction, when it lost a race for a unique key
 
 
 class Ingestor:
@@ -135,32 +139,46 @@ class Ingestor:
         texts, later = deferred.split(texts, s.ingest_max_chunks)
         put_off = {id(p) for doc in later for p in doc}
         self._chunk_and_embed([p for p in fresh if id(p) not in put_off])
-        with self.deps.store.ordered():
-            with self.deps.store.write() as tx:
-                refused = self._admit(tx, principal, prepared)
-                for i, why in refused.items():
-                    results[i] = error_result(why)
-                prepared = [p for p in prepared if p.index not in refused]
-                texts = [p for p in texts if p.index not in refused]
-                jobs = [p for p in jobs if p.index not in refused]
-                later = [
-                    d for d in ([p for p in doc if p.index not in refused] for doc in later) if d
-                ]
-                self.objects.check_blobs_kept(tx, prepared)
-                self._check_quota(tx, principal, prepared)
-                faults.point("ingest.quota.after_check")
-                outcomes = self._write(tx, principal, texts, mode, check_quota=False)
-                queued = [
-                    self._enqueue(tx, principal, p, media[p.index][0], costs.get(p.index))
-                    for p in jobs
-                ]
-                for doc in later:
-                    job = deferred.enqueue(tx, principal, doc, mode)
-                    for p in doc:
-                        results[p.index] = job
-            faults.point("ingest.after_commit")
-            self.deps.apply()
-            faults.point("ingest.after_apply")
+        batch = (prepared, texts, jobs, later)
+        for attempt in range(WRITE_ATTEMPTS):
+            prepared, texts, jobs, later = batch
+            with self.deps.store.ordered():
+                try:
+                    with self.deps.store.write() as tx:
+                        refused = self._admit(tx, principal, prepared)
+                        for i, why in refused.items():
+                            results[i] = error_result(why)
+                        prepared = [p for p in prepared if p.index not in refused]
+                        texts = [p for p in texts if p.index not in refused]
+                        jobs = [p for p in jobs if p.index not in refused]
+                        later = [
+                            d
+                            for d in ([p for p in doc if p.index not in refused] for doc in later)
+                            if d
+                        ]
+                        self.objects.check_blobs_kept(tx, prepared)
+                        self._check_quota(tx, principal, prepared)
+                        faults.point("ingest.quota.after_check")
+                        outcomes = self._write(tx, principal, texts, mode, check_quota=False)
+                        queued = [
+                            self._enqueue(tx, principal, p, media[p.index][0], costs.get(p.index))
+                            for p in jobs
+                        ]
+                        for doc in later:
+                            job = deferred.enqueue(tx, principal, doc, mode)
+                            for p in doc:
+                                results[p.index] = job
+                except ConflictError as exc:
+                    # Two writers raced for one idempotency key or Unit id: a shared database
+                    # has no store-wide write lock (D-241), so the loser's transaction rolled
+                    # back whole and, run once more, finds the winner's rows (D-247).
+                    if attempt + 1 == WRITE_ATTEMPTS or "constraint" not in exc.extra:
+                        raise
+                    continue
+                faults.point("ingest.after_commit")
+                self.deps.apply()
+                faults.point("ingest.after_apply")
+            break
         if queued or later:
             self.deps.wake()
         ingested = 0

@@ -95,7 +95,15 @@ def _objects(
         "missing_blobs": missing[:10],
         "orphan_tmp_files": len(orphans["tmp"]),
         "orphan_blobs": len(orphans["blobs"]),
+        "orphan_bytes": sum(_size(p) for p in orphans["tmp"] + orphans["blobs"]),
     }
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except FileNotFoundError:  # removed since it was listed
+        return 0
 
 
 def _exists(exists: Callable[[str], bool], sha: str) -> bool:
