@@ -178,8 +178,7 @@ def up(
     url = f"http://127.0.0.1:{port}"
     state = StackState(str(data), url, workers, datetime.now(UTC).isoformat(timespec="seconds"))
     try:
-        _start_engines(root, state, echo)
-        _write_state(state)
+        start_engines(state, echo)
         _start_processes(data, port, workers, demo, state, logs)
         _write_state(state)
         _wait_ready(state, ready_timeout_s)
@@ -191,7 +190,12 @@ def up(
     return state, True
 
 
-def _start_engines(root: Path, state: StackState, echo: Callable[[str], None]) -> None:
+def start_engines(state: StackState, echo: Callable[[str], None] = print) -> None:
+    """PostgreSQL (with the database), SeaweedFS (with the bucket) and Valkey under the
+    state's data dir; each is in ``state.processes`` as soon as it runs, and the settings the
+    API needs are in ``state.env``; the state file is written at the end."""
+    root = stack_dir(Path(state.data))
+    root.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     pg = postgres.start(root / "postgres", durable=True)
     state.processes["postgres"] = ProcRef.of(pg.process.pid)
@@ -225,6 +229,7 @@ def _start_engines(root: Path, state: StackState, echo: Callable[[str], None]) -
         "SCDB_REDIS_URL": kv.url,
         "SCDB_RESULT_CACHE": "redis",
     }
+    _write_state(state)
 
 
 def _start_processes(
