@@ -16,7 +16,8 @@ stack_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_DATA = typer.Option(Path("./scdb-data"), "--data", help="Data directory (the stack: DATA/stack/)")
+# Its own default, apart from serve's ./scdb-data: an embedded data dir and a stack's stay apart.
+_DATA = typer.Option(Path("./scdb-stack"), "--data", help="Data directory (engines: DATA/stack/)")
 
 
 def _show(state: StackState) -> None:
