@@ -163,6 +163,9 @@ class Supervisor:
         self.procs: list[BaseProcess | None] = [None] * n
         self.started_at = [0.0] * n
         self.quick_deaths = [0] * n
+        # Each child's start Event, kept while it runs: one collected before the spawned child
+        # unpickles it has its semaphore unlinked, and the child dies at start.
+        self.ready: list[Any] = [None] * n
         self.stopping = threading.Event()
 
     def _start(self, i: int, seed: bool) -> Any:
@@ -173,7 +176,7 @@ class Supervisor:
             name=f"scdb-api-{i}",
         )
         p.start()
-        self.procs[i], self.started_at[i] = p, time.monotonic()
+        self.procs[i], self.started_at[i], self.ready[i] = p, time.monotonic(), ready
         typer.echo(f"API process {i} started (pid {p.pid})", err=True)
         return ready
 
@@ -219,7 +222,8 @@ class Supervisor:
             if self.quick_deaths[i] >= MAX_QUICK_DEATHS:
                 typer.echo(f"API process {i} keeps dying as it starts: stopping", err=True)
                 return 1
-            time.sleep(RESTART_PAUSE_S)
+            if self.stopping.wait(RESTART_PAUSE_S):
+                return 0
             self._start(i, seed=False)
         return 0
 
