@@ -1,8 +1,8 @@
 """The server stack end to end, real processes on real engines:
 
 - ``serve --workers 2`` on PostgreSQL: two API processes (two pids) accept on one port, a Unit
-  ingested through one is found by a search through the other, and SIGTERM to the parent ends
-  both;
+  ingested through one is found by a search through the other, one killed is reported and
+  replaced, and SIGTERM to the parent ends both;
 - ``superchargedb stack up`` starts the engines, the API and a worker; the demo key answers over
   HTTP; a second ``up`` starts nothing; ``stack down`` leaves no process of it running.
 
@@ -177,6 +177,18 @@ def test_two_api_processes_share_one_port_and_stop_with_the_parent(tmp_path: Pat
         assert _call(b, "GET", f"/v1/units/{uid}")["text"] == unit["text"]
         for c in held.values():
             c.close()
+        # A process that dies is reported and replaced; the port keeps answering meanwhile.
+        os.kill(kids[1], signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            now = _children(parent.pid)
+            if len(now) == 2 and kids[1] not in now:
+                break
+            time.sleep(0.5)
+        assert kids[0] in now and len(now) == 2, "the dead process was not replaced"
+        text = (tmp_path / "serve.log").read_text()
+        assert f"API process 1 (pid {kids[1]}) exited with code -9" in text
+        kids = now
         parent.send_signal(signal.SIGTERM)
         assert parent.wait(90) == 0
         deadline = time.monotonic() + 30
@@ -184,7 +196,7 @@ def test_two_api_processes_share_one_port_and_stop_with_the_parent(tmp_path: Pat
             time.sleep(0.2)
         assert all(_gone(k) for k in kids)
         text = (tmp_path / "serve.log").read_text()
-        assert "2 API processes" in text and "exited with code" not in text
+        assert "2 API processes" in text and text.count("exited with code") == 1
     finally:
         if parent.poll() is None:
             parent.kill()  # its API processes get SIGTERM from the kernel (PR_SET_PDEATHSIG)

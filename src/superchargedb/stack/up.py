@@ -37,7 +37,7 @@ from .valkey import Valkey
 DATABASE = "scdb"
 BUCKET = "scdb"
 READY_TIMEOUT_S = 600.0  # model loads and the demo corpus on a small machine
-API_STOP_S = 30.0
+API_STOP_S = 60.0  # above serve --workers' own grace for its API processes (40 s)
 # Stop order: what uses the engines first, then the engines; how each is asked to stop.
 _STOPS: tuple[tuple[str, int, float], ...] = (
     ("api", signal.SIGTERM, API_STOP_S),
