@@ -84,6 +84,13 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: float
     raise AssertionError(f"{url} not ready after {timeout_s} s")
 
 
+def _wait_log(log: Path, line: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while line not in log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, f"no {line!r} in {log}"
+        time.sleep(0.3)
+
+
 def _children(pid: int) -> list[int]:
     """The API processes under a ``serve --workers`` parent (not multiprocessing's tracker)."""
     out = []
@@ -146,7 +153,7 @@ def test_two_api_processes_share_one_port_and_stop_with_the_parent(tmp_path: Pat
         while len(kids := _children(parent.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.5)  # the second starts once the first serves
         assert len(kids) == 2, (tmp_path / "serve.log").read_text()[-3000:]
-        _wait_ready(f"http://127.0.0.1:{port}", parent, 300)
+        _wait_log(tmp_path / "serve.log", f"API process 1 (pid {kids[1]}) serving", 300)
         # Connections in turn until each process holds one: the kernel picks the acceptor.
         held: dict[int, http.client.HTTPConnection] = {}
         for _ in range(200):
@@ -189,6 +196,10 @@ def test_two_api_processes_share_one_port_and_stop_with_the_parent(tmp_path: Pat
         text = (tmp_path / "serve.log").read_text()
         assert f"API process 1 (pid {kids[1]}) exited with code -9" in text
         kids = now
+        _wait_log(tmp_path / "serve.log", f"API process 1 (pid {kids[1]}) serving", 300)
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        assert _call(c, "GET", f"/v1/units/{uid}")["text"] == unit["text"]
+        c.close()
         parent.send_signal(signal.SIGTERM)
         assert parent.wait(90) == 0
         deadline = time.monotonic() + 30

@@ -189,11 +189,17 @@ class Supervisor:
             if self.stopping.is_set() or p0 is None or not p0.is_alive():
                 break
         p0 = self.procs[0]
-        if not first.is_set() and not self.stopping.is_set():
+        if first.is_set() and p0 is not None:
+            self.ready[0] = None
+            typer.echo(f"API process 0 (pid {p0.pid}) serving", err=True)
+        elif not self.stopping.is_set():
             code = None if p0 is None else p0.exitcode
             typer.echo(f"API process 0 exited with code {code} before serving", err=True)
             self._stop_all()
             return 1
+        if self.stopping.is_set():
+            self._stop_all()
+            return 0
         for i in range(1, self.n):
             self._start(i, seed=False)
         typer.echo(
@@ -209,9 +215,15 @@ class Supervisor:
         return rc
 
     def _check(self) -> int:
-        """Report and restart dead children; 1 when one keeps dying as it starts."""
+        """Report children starting to serve, report and restart dead ones; 1 when one keeps
+        dying as it starts."""
         for i, p in enumerate(self.procs):
-            if p is None or p.is_alive():
+            if p is None:
+                continue
+            if p.is_alive():
+                if self.ready[i] is not None and self.ready[i].is_set():
+                    self.ready[i] = None  # reported once
+                    typer.echo(f"API process {i} (pid {p.pid}) serving", err=True)
                 continue
             lived = time.monotonic() - self.started_at[i]
             self.quick_deaths[i] = self.quick_deaths[i] + 1 if lived < QUICK_DEATH_S else 0
