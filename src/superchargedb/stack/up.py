@@ -236,14 +236,16 @@ def _start_processes(
     data: Path, port: int, workers: int, demo: bool, state: StackState, logs: Path
 ) -> None:
     env = {**os.environ, **state.env}
+    # The caller's directory: relative paths in its settings (or PYTHONPATH) mean the same there.
+    cwd = Path.cwd()
     serve = ["serve", "--data", str(data), "--port", str(port), "--workers", str(workers)]
     state.logs["api"] = str(logs / "api.log")
     state.processes["api"] = spawn_detached(
-        _cli(*serve, *(["--demo"] if demo else [])), env, logs / "api.log", data
+        _cli(*serve, *(["--demo"] if demo else [])), env, logs / "api.log", cwd
     )
     state.logs["worker"] = str(logs / "worker.log")
     state.processes["worker"] = spawn_detached(
-        _cli("worker", "--data", str(data)), env, logs / "worker.log", data
+        _cli("worker", "--data", str(data)), env, logs / "worker.log", cwd
     )
 
 
