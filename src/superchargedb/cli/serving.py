@@ -163,8 +163,8 @@ class Supervisor:
         self.procs: list[BaseProcess | None] = [None] * n
         self.started_at = [0.0] * n
         self.quick_deaths = [0] * n
-        # Each child's start Event, kept while it runs: one collected before the spawned child
-        # unpickles it has its semaphore unlinked, and the child dies at start.
+        # Each child's start Event, kept until the child reports serving: one collected before
+        # the spawned child unpickles it has its semaphore unlinked, and the child dies at start.
         self.ready: list[Any] = [None] * n
         self.stopping = threading.Event()
 
