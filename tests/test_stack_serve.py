@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -287,6 +288,16 @@ def test_stack_up_serves_the_demo_and_down_leaves_nothing_running(tmp_path: Path
             [*stack, "status", "--data", str(data)], env=env, capture_output=True, text=True
         )
         assert status.returncode == 0 and "NOT running" not in status.stdout, status.stdout
+        exports = subprocess.run(
+            [*stack, "status", "--data", str(data), "--env"],
+            env=env,
+            capture_output=True,
+            text=True,
+        ).stdout.splitlines()
+        parsed = dict(
+            shlex.split(line.removeprefix("export "))[0].split("=", 1) for line in exports
+        )
+        assert parsed == state["env"] and parsed["SCDB_RESULT_CACHE"] == "redis"
         again = subprocess.run(
             [*stack, "up", "--data", str(data), "--port", str(port)],
             env=env,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,6 +76,9 @@ def down(data: Path = _DATA) -> None:
 def status(
     data: Path = _DATA,
     as_json: bool = typer.Option(False, "--json", help="The whole state file (with secrets)"),
+    as_env: bool = typer.Option(
+        False, "--env", help="`export` lines of the stack's settings (for other commands)"
+    ),
 ) -> None:
     """Show the stack's processes (exit 1 when none runs or one is down)."""
     from ..stack.up import StackError, read_state
@@ -87,7 +91,10 @@ def status(
     if state is None:
         typer.echo("no stack is running for this data dir")
         raise typer.Exit(1)
-    if as_json:
+    if as_env:  # eval "$(superchargedb stack status --env)"; superchargedb backup DEST
+        for k, v in state.env.items():
+            typer.echo(f"export {k}={shlex.quote(v)}")
+    elif as_json:
         typer.echo(json.dumps({**state.to_json(), "running": state.running()}, indent=2))
     else:
         _show(state)
