@@ -37,17 +37,6 @@ ALICE = {"Authorization": "Bearer aegis_sk_alice", "Content-Type": "application/
 CLI = [sys.executable, "-m", "superchargedb.cli.main"]
 
 
-def _wired() -> bool:
-    from superchargedb.settings import Settings
-
-    return "database_url" in Settings.model_fields
-
-
-needs_wiring = pytest.mark.skipif(
-    not _wired(), reason="the PostgreSQL wiring (SCDB_DATABASE_URL) is not in this build yet"
-)
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -140,7 +129,6 @@ def _call(conn: http.client.HTTPConnection, method: str, path: str, body: object
     return out
 
 
-@needs_wiring
 def test_two_api_processes_share_one_port_and_stop_with_the_parent(tmp_path: Path) -> None:
     url = pg_stack.database(tmp_path)
     port = _free_port()
@@ -251,7 +239,6 @@ def _pids_naming(data: Path) -> list[int]:
     return out
 
 
-@needs_wiring
 def test_stack_up_serves_the_demo_and_down_leaves_nothing_running(tmp_path: Path) -> None:
     if (why := pg_stack.available()) is not None:
         pytest.skip(why)

@@ -83,7 +83,7 @@ def serve(
         return
     from ..settings import Settings
 
-    if not getattr(Settings(data_dir=data), "database_url", None):
+    if not Settings(data_dir=data).database_url:  # D-246: then nothing is owned by one process
         typer.echo("the embedded store is owned by one process: --workers must be 1", err=True)
         raise typer.Exit(2)
     raise typer.Exit(serve_processes(opts, workers))
