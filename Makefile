@@ -6,8 +6,10 @@ PY := $(VENV)/bin/python
 PORT ?= 8080
 DATA ?= ./scdb-data
 TEST_WORKERS ?= 2
+STACK_DATA ?= ./scdb-stack
+STACK_WORKERS ?= 2
 
-.PHONY: setup run test test-fast lint bench clean
+.PHONY: setup run stack stack-down test test-fast lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -17,6 +19,15 @@ $(VENV)/.installed: pyproject.toml scripts/setup.sh
 
 run: setup
 	$(VENV)/bin/superchargedb serve --data $(DATA) --port $(PORT) --demo
+
+# The server stack from wheels (PostgreSQL + pgvector, SeaweedFS, Valkey), serve --workers and a
+# media worker, detached, with the demo data (docs/deploy.md); stack-down stops all of it.
+stack: setup
+	bash scripts/install_stack.sh
+	$(VENV)/bin/superchargedb stack up --data $(STACK_DATA) --port $(PORT) --workers $(STACK_WORKERS)
+
+stack-down: setup
+	$(VENV)/bin/superchargedb stack down --data $(STACK_DATA)
 
 test: setup
 	$(PY) -m pytest -q
