@@ -29,8 +29,14 @@ stack: setup
 stack-down: setup
 	$(VENV)/bin/superchargedb stack down --data $(STACK_DATA)
 
+# The whole suite on the embedded default, then every test that builds a service again on the
+# server stack's PostgreSQL (tests/backend_suite.py; it skips, saying why, without the stack).
 test: setup
 	$(PY) -m pytest -q
+	SCDB_TEST_BACKEND=postgres $(PY) -m pytest -q -p xdist -n $(TEST_WORKERS) --dist loadfile
+
+test-postgres: setup
+	SCDB_TEST_BACKEND=postgres $(PY) -m pytest -q -p xdist -n $(TEST_WORKERS) --dist loadfile
 
 # The fast tier runs TEST_WORKERS pytest-xdist workers (one per core of the 2-core target), a
 # test file per worker at a time so a module's fixtures are built once; the whole suite stays
