@@ -9,7 +9,7 @@ TEST_WORKERS ?= 2
 STACK_DATA ?= ./scdb-stack
 STACK_WORKERS ?= 2
 
-.PHONY: setup run stack stack-down test test-fast lint bench clean
+.PHONY: setup run stack stack-down test test-fast test-postgres lint bench clean
 
 setup: $(VENV)/.installed
 
