@@ -4,6 +4,7 @@ writers and appliers of the outbox, concurrent migrators, a tampered audit chain
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,33 @@ def test_a_tampered_audit_record_is_named(tmp_path: Path) -> None:
         assert not truncated.ok and truncated.first_bad_seq == 3
     finally:
         b.close()
+
+
+def test_closing_signs_the_head_outside_the_database(tmp_path: Path) -> None:
+    """Each process signs the head it leaves on close (D-248): cutting the chain's end and
+    rewriting the recorded head to match is then caught by the anchor alone."""
+    url = pg_stack.database(tmp_path)
+    anchor = tmp_path / "anchor" / "head.json"
+    b = open_(url, tmp_path, audit_anchor=anchor)
+    for i in range(4):
+        with b.write() as tx:
+            tx.audit.append("alice", "ingest", {"i": i})
+    b.close()
+    signed = json.loads(anchor.read_text())
+    assert signed["seq"] == 4 and len(signed["mac"]) == 64
+    assert not list(anchor.parent.glob("*.tmp"))  # the per-process temp file was renamed
+    b = open_(url, tmp_path, audit_anchor=anchor)
+    try:
+        assert b.audit_trail.verify_chain().ok
+        with psycopg.connect(url) as conn:
+            h = conn.execute("SELECT hash FROM audit_log WHERE seq = 2").fetchone()[0]
+            conn.execute("DELETE FROM audit_log WHERE seq >= 3")
+            conn.execute("UPDATE kv SET value = %s WHERE key = 'audit_head'", (f"2:{h}",))
+        report = b.audit_trail.verify_chain()
+        assert not report.ok and "anchor" in report.reason, report
+    finally:
+        b.close()
+    assert json.loads(anchor.read_text())["seq"] == 2  # the next close signs what is there
 
 
 def test_a_unit_with_a_nul_byte_is_refused_with_nothing_written(tmp_path: Path) -> None:

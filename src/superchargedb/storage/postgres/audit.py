@@ -13,9 +13,9 @@ serialized until the appending transaction commits or rolls back; ``UNIQUE(prev_
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
+import os
 import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Any
 import psycopg
 
 from ...types import Principal
+from ..audit_anchor import anchor_mac, store_anchor
 from ..protocols import AuditReport
 from ..protocols_reads import ChainReport
 from ..sqlite.audit import GENESIS, canonical_json, chain_hash, tenant_of, who
@@ -112,6 +113,15 @@ def verify_chain(
     return ChainReport(True, n, head=prev)  # GENESIS for an empty chain, as the embedded one
 
 
+def write_anchor(conn: psycopg.Connection[Any], key: bytes, path: Path) -> dict[str, Any] | None:
+    """Sign the chain's current head and store it at ``path`` (D-248); None when empty."""
+    row = conn.execute("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
+    if row is None:
+        return None
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # processes sharing the anchor write apart
+    return store_anchor(key, int(row[0]), str(row[1]), path, tmp)
+
+
 def _check_anchor(
     conn: psycopg.Connection[Any], key: bytes, path: Path
 ) -> tuple[int | None, str] | None:
@@ -123,7 +133,7 @@ def _check_anchor(
         seq, h, mac = int(a["seq"]), str(a["hash"]), str(a["mac"])
     except (ValueError, KeyError, TypeError):
         return None, "anchor file unreadable"
-    want = hmac.new(key, f"anchor|{seq}|{h}".encode(), hashlib.sha256).hexdigest()
+    want = anchor_mac(key, seq, h)
     if not hmac.compare_digest(want, mac):
         return None, "anchor signature invalid"
     row = conn.execute("SELECT hash FROM audit_log WHERE seq = %s", (seq,)).fetchone()

@@ -34,6 +34,7 @@ from ..protocols_search import SearchStore
 from ..protocols_service import ServerBackend
 from ..protocols_writes import BulkLoad, WriteStore
 from ..sqlite.objects import FileBlobStore, FileObjects
+from . import audit as audit_sql
 from . import migrations
 from . import vectors as vectors_sql
 from .audit_trail import PgAuditTrail
@@ -292,7 +293,16 @@ class PgBackend:
             ) from exc
 
     def close(self) -> None:
-        self.pool.close()
+        """Sign the audit head outside the database (when an anchor is kept), then close the
+        pool; a database that cannot be reached any more closes without one."""
+        try:
+            if self.audit_anchor is not None:
+                with self._conn() as conn:
+                    audit_sql.write_anchor(conn, self.audit_key, self.audit_anchor)
+        except psycopg.OperationalError:
+            pass  # the next process to close anchors the head
+        finally:
+            self.pool.close()
 
 
 if TYPE_CHECKING:  # mypy checks this backend against the seam

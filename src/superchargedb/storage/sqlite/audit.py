@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import faults
+from ..audit_anchor import anchor_mac, store_anchor
 from ..ids import merkle_root as merkle_root  # re-exported (storage/ids.py)
 
 if TYPE_CHECKING:
@@ -211,30 +212,8 @@ def write_anchor(conn: sqlite3.Connection, key: bytes, path: Path) -> dict[str, 
     row = conn.execute("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
     if row is None:
         return None
-    seq, h = int(row[0]), str(row[1])
-    mac = hmac.new(key, f"anchor|{seq}|{h}".encode(), hashlib.sha256).hexdigest()
-    body = {"seq": seq, "hash": h, "mac": mac}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # One fixed tmp name: a crash leaves at most one behind, and the next write reuses it.
-    tmp = path.with_suffix(".tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(json.dumps(body).encode())
-            f.flush()
-            os.fsync(f.fileno())  # the bytes are durable before the name points at them
-        faults.point("audit.anchor.before_replace")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # ... and the rename itself survives a power cut
-    finally:
-        os.close(dir_fd)
-    faults.point("audit.anchor.after_replace")
-    return body
+    # One fixed tmp name: one process owns the data dir, and a crash leaves at most one behind.
+    return store_anchor(key, int(row[0]), str(row[1]), path, path.with_suffix(".tmp"))
 
 
 def check_anchor(conn: sqlite3.Connection, key: bytes, path: Path) -> dict[str, Any] | None:
@@ -246,7 +225,7 @@ def check_anchor(conn: sqlite3.Connection, key: bytes, path: Path) -> dict[str, 
         seq, h, mac = int(a["seq"]), str(a["hash"]), str(a["mac"])
     except (ValueError, KeyError, TypeError):
         return {"ok": False, "first_bad_seq": None, "reason": "anchor file unreadable"}
-    want = hmac.new(key, f"anchor|{seq}|{h}".encode(), hashlib.sha256).hexdigest()
+    want = anchor_mac(key, seq, h)
     if not hmac.compare_digest(want, mac):
         return {"ok": False, "first_bad_seq": None, "reason": "anchor signature invalid"}
     row = conn.execute("SELECT hash FROM audit_log WHERE seq = ?", (seq,)).fetchone()
