@@ -1,0 +1,200 @@
+"""``kill -9`` on the server stack under load: an API process and a media worker die mid-work
+while clients ingest and search, and nothing acknowledged is lost or duplicated.
+
+Real processes on PostgreSQL: ``serve --workers 2 --demo`` (the demo queues its keynote video
+and runbook PDF as derivation jobs; the API processes run none, ``SCDB_JOB_WORKERS=0``) and an
+external ``superchargedb worker``. Two writers ingest one Unit per request and keep the ids the
+server acknowledged; a reader searches throughout. The worker is killed while a job is running
+(its lease runs out and the next worker takes the job over), then one API process is killed
+(its parent replaces it). Afterwards, read from the database itself: every acknowledged Unit is
+there exactly once, an unacknowledged attempt at most once, every job is done, no derived Unit
+is stored twice, and the audit chain verifies.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pg_stack
+from test_stack_serve import ALICE, CLI, _children, _env, _free_port, _wait_log, _wait_ready
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc").exists(), reason="reads /proc (Linux)"),
+]
+
+
+def _request(port: int, method: str, path: str, body: object = None) -> tuple[int, Any]:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        c.request(method, path, body=None if body is None else json.dumps(body), headers=ALICE)
+        r = c.getresponse()
+        data = r.read()
+        return r.status, json.loads(data) if data else None
+    finally:
+        c.close()
+
+
+class Load:
+    """Writers that record what the server acknowledged, and a reader."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.stop = threading.Event()
+        self.acked: dict[str, str] = {}  # text -> unit id
+        self.attempted: set[str] = set()
+        self.failed_requests = 0
+        self.searches = 0
+        self.lock = threading.Lock()
+
+    def writer(self, w: int) -> None:
+        i = 0
+        while not self.stop.is_set():
+            text = f"Kill test note {w}-{i}: the tide tables for pier {w * 1000 + i} changed."
+            i += 1
+            unit = {"text": text, "scope": "acme/alpha/backend", "doc_id": f"kill-{w}-{i}"}
+            with self.lock:
+                self.attempted.add(text)
+            try:
+                status, body = _request(self.port, "POST", "/v1/ingest", {"units": [unit]})
+            except (OSError, http.client.HTTPException):
+                status, body = 0, None  # the process died under the request: not acknowledged
+            if status == 200 and body["results"][0].get("ok"):
+                with self.lock:
+                    self.acked[text] = body["results"][0]["unit_id"]
+            else:
+                with self.lock:
+                    self.failed_requests += 1
+                time.sleep(0.1)
+
+    def reader(self) -> None:
+        while not self.stop.is_set():
+            try:
+                status, _ = _request(self.port, "POST", "/v1/search", {"q": "tide tables pier"})
+                if status == 200:
+                    self.searches += 1
+            except (OSError, http.client.HTTPException):
+                time.sleep(0.1)
+
+
+def _jobs(port: int) -> list[dict[str, Any]]:
+    status, body = _request(port, "GET", "/v1/jobs?limit=100")
+    assert status == 200, body
+    jobs: list[dict[str, Any]] = body["jobs"]
+    return jobs
+
+
+def _start_worker(env: dict[str, str], data: Path, log: Path) -> subprocess.Popen[bytes]:
+    out = open(log, "ab")  # noqa: SIM115  (the child keeps it)
+    return subprocess.Popen([*CLI, "worker", "--data", str(data)], env=env, stdout=out, stderr=out)
+
+
+def test_kill_9_of_an_api_process_and_a_worker_loses_and_duplicates_nothing(
+    tmp_path: Path,
+) -> None:
+    url = pg_stack.database(tmp_path)
+    port = _free_port()
+    data = tmp_path / "data"
+    env = _env(tmp_path, SCDB_DATABASE_URL=url, SCDB_JOB_WORKERS="0", SCDB_JOB_LEASE_S="6")
+    log = tmp_path / "serve.log"
+    out = open(log, "wb")  # noqa: SIM115
+    argv = [*CLI, "serve", "--data", str(data), "--port", str(port), "--workers", "2", "--demo"]
+    parent = subprocess.Popen(argv, env=env, stdout=out, stderr=out)
+    workers: list[subprocess.Popen[bytes]] = []
+    load = Load(port)
+    threads = [threading.Thread(target=load.writer, args=(w,)) for w in range(2)]
+    threads.append(threading.Thread(target=load.reader))
+    try:
+        _wait_ready(f"http://127.0.0.1:{port}", parent, 600)
+        deadline = time.monotonic() + 300
+        while len(kids := _children(parent.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert len(kids) == 2, log.read_text()[-3000:]
+        _wait_log(log, f"API process 1 (pid {kids[1]}) serving", 600)
+        assert any(j["state"] == "queued" for j in _jobs(port)), "the demo queued no job"
+        for t in threads:
+            t.start()
+        workers.append(_start_worker(env, data, tmp_path / "worker.log"))
+        # The worker dies in the middle of a job: its lease expires and the next one takes over.
+        deadline = time.monotonic() + 300
+        while not (running := [j["job_id"] for j in _jobs(port) if j["state"] == "running"]):
+            assert time.monotonic() < deadline, "no job ever ran"
+            time.sleep(0.2)
+        time.sleep(1.0)
+        os.kill(workers[0].pid, signal.SIGKILL)
+        workers[0].wait(10)
+        workers.append(_start_worker(env, data, tmp_path / "worker.log"))
+        # An API process dies under the writers; its parent starts another.
+        time.sleep(2.0)
+        os.kill(kids[1], signal.SIGKILL)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            now = _children(parent.pid)
+            if len(now) == 2 and kids[1] not in now:
+                break
+            time.sleep(0.5)
+        assert kids[1] not in now and len(now) == 2, "the killed API process was not replaced"
+        _wait_log(log, f"API process 1 (pid {now[1]}) serving", 600)
+        time.sleep(3.0)  # writes through the new process too
+        load.stop.set()
+        for t in threads:
+            t.join(120)
+        deadline = time.monotonic() + 900
+        jobs = _jobs(port)
+        while any(j["state"] in ("queued", "running") for j in jobs):
+            assert time.monotonic() < deadline, jobs
+            time.sleep(1.0)
+            jobs = _jobs(port)
+        status, audit = _request(port, "GET", "/v1/audit/verify")
+    finally:
+        load.stop.set()
+        for w in workers:
+            if w.poll() is None:
+                w.send_signal(signal.SIGTERM)
+                w.wait(60)
+        if parent.poll() is None:
+            parent.send_signal(signal.SIGTERM)
+            try:
+                parent.wait(90)
+            except subprocess.TimeoutExpired:
+                parent.kill()
+        out.close()
+    assert "exited with code -9" in log.read_text()
+    assert load.acked and load.searches, (len(load.acked), load.searches)
+    assert all(j["state"] == "done" for j in jobs), jobs
+    assert status == 200 and audit["ok"], audit
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        by_text: dict[str, list[str]] = {}
+        for uid, text in conn.execute("SELECT unit_id, text FROM units WHERE doc_id LIKE 'kill-%'"):
+            by_text.setdefault(str(text), []).append(str(uid))
+        derived = {
+            str(doc): {str(u) for u in ids}
+            for doc, ids in conn.execute(
+                "SELECT doc_id, array_agg(unit_id) FROM units WHERE object_key IS NOT NULL"
+                " GROUP BY doc_id"
+            )
+        }
+    lost = [t for t, uid in load.acked.items() if by_text.get(t) != [uid]]
+    assert not lost, lost[:5]
+    assert all(len(ids) == 1 for ids in by_text.values()), "a Unit stored twice"
+    assert set(by_text) <= load.attempted
+    # Each job's Units are exactly the ones stored for its document: a first attempt cut short
+    # left nothing behind beside the takeover's (completed once in effect).
+    media = [j for j in jobs if j["kind"] == "derive"]
+    assert len(media) == 2 and len(derived) == 2, (media, sorted(derived))
+    for j in media:
+        assert set(j["unit_ids"]) == derived[j["doc_id"]], j
+    killed = next(j for j in jobs if j["job_id"] == running[0])
+    assert killed["attempts"] >= 2, killed  # the takeover really ran it again
