@@ -14,14 +14,13 @@ writers running beside the check cannot make it disagree with itself:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from ..sqlite.objects import ORPHAN_GRACE_S, find_orphans
+from ..sqlite.objects import blob_report
 
 _SAMPLE_TERMS = 30
 
@@ -86,24 +85,7 @@ def referenced_blobs(conn: psycopg.Connection[Any]) -> set[str]:
 def _objects(
     conn: psycopg.Connection[Any], root: Path, exists: Callable[[str], bool]
 ) -> dict[str, Any]:
-    refs = referenced_blobs(conn)
-    missing = sorted(sha for sha in refs if not _exists(exists, sha))
-    orphans = find_orphans(root, refs, time.time() - ORPHAN_GRACE_S)
-    return {
-        "ok": not missing,
-        "referenced": len(refs),
-        "missing_blobs": missing[:10],
-        "orphan_tmp_files": len(orphans["tmp"]),
-        "orphan_blobs": len(orphans["blobs"]),
-        "orphan_bytes": sum(_size(p) for p in orphans["tmp"] + orphans["blobs"]),
-    }
-
-
-def _size(p: Path) -> int:
-    try:
-        return p.stat().st_size
-    except FileNotFoundError:  # removed since it was listed
-        return 0
+    return blob_report(referenced_blobs(conn), root, lambda sha: _exists(exists, sha))
 
 
 def _exists(exists: Callable[[str], bool], sha: str) -> bool:

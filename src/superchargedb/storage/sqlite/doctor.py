@@ -8,7 +8,6 @@ rebuild in a temporary table (D-53).
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,18 +17,10 @@ import numpy as np
 from ...types import PLANES
 from ..vectors import VectorStore
 from .catalog import Catalog
-from .objects import ORPHAN_GRACE_S, find_orphans, referenced_blobs
+from .objects import ORPHAN_GRACE_S, blob_report, referenced_blobs
 from .sparse import SparseIndex
 
 _WORD = re.compile(r"[a-z]{4,}")
-_BLOB = re.compile(r"[0-9a-f]{64}")
-
-
-def _size(p: Path) -> int:
-    try:
-        return p.stat().st_size
-    except FileNotFoundError:
-        return 0
 
 
 def check_integrity(catalog: Catalog) -> dict[str, Any]:
@@ -133,23 +124,9 @@ def check_objects(
     them at its next start. Files younger than ``grace_s`` may belong to a request in flight.
     """
     refs = referenced_blobs(catalog.reader())
-    missing = sorted(
-        sha
-        for sha in refs
-        if not (
-            _BLOB.fullmatch(sha)
-            and (exists(sha) if exists else (root / sha[:2] / sha[2:4] / sha).is_file())
-        )
+    out = blob_report(
+        refs, root, exists or (lambda sha: (root / sha[:2] / sha[2:4] / sha).is_file()), grace_s
     )
-    orphans = find_orphans(root, refs, time.time() - grace_s)
-    out: dict[str, Any] = {
-        "ok": not missing,
-        "referenced": len(refs),
-        "missing_blobs": missing[:10],
-        "orphan_tmp_files": len(orphans["tmp"]),
-        "orphan_blobs": len(orphans["blobs"]),
-        "orphan_bytes": sum(_size(p) for p in orphans["tmp"] + orphans["blobs"]),
-    }
     if swept is not None:
         out["swept_at_startup"] = swept
     return out

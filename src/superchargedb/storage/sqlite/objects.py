@@ -15,7 +15,7 @@ import re
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -188,6 +188,33 @@ def blob_refs(conn: sqlite3.Connection, sha256: str) -> int:
         (sha256,),
     ).fetchone()[0]
     return int(n)
+
+
+def blob_report(
+    refs: set[str], root: Path, exists: Callable[[str], bool], grace_s: float = ORPHAN_GRACE_S
+) -> dict[str, Any]:
+    """The doctor's objects section for either backend: every referenced blob is stored (else
+    data is lost: not ok); orphans (upload temp files, blobs no row references) cost space, not
+    data, and are only counted. Files younger than ``grace_s`` may belong to a request in
+    flight."""
+    missing = sorted(sha for sha in refs if not (_BLOB_NAME.fullmatch(sha) and exists(sha)))
+    orphans = find_orphans(root, refs, time.time() - grace_s)
+    found = orphans["tmp"] + orphans["blobs"]
+    return {
+        "ok": not missing,
+        "referenced": len(refs),
+        "missing_blobs": missing[:10],
+        "orphan_tmp_files": len(orphans["tmp"]),
+        "orphan_blobs": len(orphans["blobs"]),
+        "orphan_bytes": sum(_size_or_zero(p) for p in found),
+    }
+
+
+def _size_or_zero(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except FileNotFoundError:  # removed since it was listed
+        return 0
 
 
 def find_orphans(root: Path, refs: set[str], before: float) -> dict[str, list[Path]]:
