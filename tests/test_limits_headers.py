@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 from fastapi.testclient import TestClient
 
-from conftest import ALICE, auth, embedded, make_service
+from conftest import ALICE, auth, make_service, stored_value
 from superchargedb.api.app import create_app
 
 
@@ -89,9 +89,9 @@ def test_disk_full_is_a_clean_507(client, svc, monkeypatch):
     def full(*a, **k):
         raise sqlite3.OperationalError("database or disk is full")
 
-    before = embedded(svc).catalog.reader().execute("SELECT COUNT(*) FROM units").fetchone()[0]
+    before = stored_value(svc, "SELECT COUNT(*) FROM units")
     monkeypatch.setattr(svc.ingestor, "_write", full)
     r = client.post("/v1/ingest", headers=ALICE, json={"units": [{"text": "hello"}]})
     assert r.status_code == 507 and r.json()["error"]["code"] == "insufficient_storage"
-    after = embedded(svc).catalog.reader().execute("SELECT COUNT(*) FROM units").fetchone()[0]
+    after = stored_value(svc, "SELECT COUNT(*) FROM units")
     assert after == before
