@@ -131,8 +131,9 @@ def stored_unit_ids(svc: Service) -> set[str]:
 def stored_rows(svc: Service, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
     """The rows of a plain SELECT on the store's own tables, read from storage itself on either
     backend: PostgreSQL through its own connection (committed state), SQLite through the
-    catalog's reader. Write the SQL both dialects share, with ``?`` placeholders; a list column
-    (``acl_groups``: PostgreSQL's ``text[]``, SQLite's JSON text) goes through ``as_list``."""
+    catalog's reader. Write the SQL both dialects share, with ``?`` placeholders (and no ``?``
+    or ``%`` in a literal: they become psycopg's); a list column (``acl_groups``: PostgreSQL's
+    ``text[]``, SQLite's JSON text) goes through ``as_list``."""
     url = svc.settings.database_url
     if url:
         import psycopg
@@ -153,15 +154,16 @@ def stored_value(svc: Service, sql: str, params: Sequence[Any] = ()) -> Any:
 
 
 def store_execute(svc: Service, sql: str, params: Sequence[Any] = ()) -> None:
-    """One statement run on the store itself, committed, on either backend: a test that ages a
-    row behind the service's back (an idle session, an expired lease). Same SQL rules as
-    ``stored_rows``."""
+    """One statement run on the store itself, committed, on either backend: a test that changes
+    a row behind the service's back (ages a session, plants an old-format record). Same SQL
+    rules as ``stored_rows``."""
     url = svc.settings.database_url
     if url:
         import psycopg
 
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(sql.replace("?", "%s").encode(), tuple(params))
+            query = sql.replace("?", "%s").encode()
+            conn.execute(query, tuple(params)) if params else conn.execute(query)
         return
     with embedded(svc).catalog.write() as w:
         w.execute(sql, tuple(params))

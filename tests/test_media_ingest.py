@@ -167,6 +167,8 @@ def test_worker_killed_mid_job_is_finished_exactly_once(tmp_path, embedder):
     add_principal(s, "w", perms=["read", "write"], scopes=["acme"])
     key = auth("aegis_sk_test_w")
     env = {**os.environ, "SCDB_JOB_LEASE_S": "3"}
+    if s.settings.database_url:  # the worker processes share the service's database
+        env["SCDB_DATABASE_URL"] = s.settings.database_url
     try:
         with TestClient(create_app(s)) as c:
             c.put(
