@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import socket
 import tempfile
@@ -124,14 +125,53 @@ def embedded(svc: Service) -> SqliteBackend:
 
 def stored_unit_ids(svc: Service) -> set[str]:
     """Every Unit id the store holds, read from storage itself (no filter, either backend)."""
+    return {str(r[0]) for r in stored_rows(svc, "SELECT unit_id FROM units")}
+
+
+def stored_rows(svc: Service, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """The rows of a plain SELECT on the store's own tables, read from storage itself on either
+    backend: PostgreSQL through its own connection (committed state), SQLite through the
+    catalog's reader. Write the SQL both dialects share, with ``?`` placeholders (and no ``?``
+    or ``%`` in a literal: they become psycopg's); a list column (``acl_groups``: PostgreSQL's
+    ``text[]``, SQLite's JSON text) goes through ``as_list``."""
     url = svc.settings.database_url
     if url:
         import psycopg
 
         with psycopg.connect(url, autocommit=True) as conn:
-            return {str(r[0]) for r in conn.execute("SELECT unit_id FROM units")}
-    rows = embedded(svc).catalog.reader().execute("SELECT unit_id FROM units")
-    return {str(r[0]) for r in rows}
+            query = sql.replace("?", "%s").encode()
+            cur = conn.execute(query, tuple(params)) if params else conn.execute(query)
+            return [tuple(r) for r in cur.fetchall()]
+    rows = embedded(svc).catalog.reader().execute(sql, tuple(params)).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def stored_value(svc: Service, sql: str, params: Sequence[Any] = ()) -> Any:
+    """The first column of the first row of ``stored_rows`` (a COUNT, one Unit's field)."""
+    rows = stored_rows(svc, sql, params)
+    assert rows, f"no row: {sql} {params}"
+    return rows[0][0]
+
+
+def store_execute(svc: Service, sql: str, params: Sequence[Any] = ()) -> None:
+    """One statement run on the store itself, committed, on either backend: a test that changes
+    a row behind the service's back (ages a session, plants an old-format record). Same SQL
+    rules as ``stored_rows``."""
+    url = svc.settings.database_url
+    if url:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            query = sql.replace("?", "%s").encode()
+            conn.execute(query, tuple(params)) if params else conn.execute(query)
+        return
+    with embedded(svc).catalog.write() as w:
+        w.execute(sql, tuple(params))
+
+
+def as_list(value: Any) -> list[Any]:
+    """A stored list column as a list: PostgreSQL's array as it comes, SQLite's JSON decoded."""
+    return list(value) if isinstance(value, list) else list(json.loads(value))
 
 
 def add_principal(

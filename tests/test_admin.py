@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import ALICE, BOB, auth, embedded
+from conftest import ALICE, BOB, auth, stored_rows
 
 
 def create(client, headers, **spec):
@@ -23,9 +23,7 @@ def test_keys_stored_only_as_hashes(client, svc):
     )
     assert r.status_code == 201, r.text
     key = r.json()["key"]
-    dump = "\n".join(
-        str(tuple(row)) for row in embedded(svc).catalog.reader().execute("SELECT * FROM api_keys")
-    )
+    dump = "\n".join(str(row) for row in stored_rows(svc, "SELECT * FROM api_keys"))
     assert key not in dump and "aegis_sk_alice" not in dump
     out = client.post("/v1/search", headers=auth(key), json={"q": "anything"})
     assert out.status_code == 200
@@ -139,10 +137,7 @@ def test_revoke_expire_rotate(client):
 
 def test_admin_changes_are_audited(client, svc):
     create(client, ALICE, name="aud", perms=["read"], tier="pro", scopes=["acme/alpha"])
-    actions = [
-        r[0]
-        for r in embedded(svc).catalog.reader().execute("SELECT action FROM audit_log ORDER BY seq")
-    ]
+    actions = [r[0] for r in stored_rows(svc, "SELECT action FROM audit_log ORDER BY seq")]
     assert "principal.create" in actions
     r = client.get("/v1/audit/verify", headers=ALICE)
     assert r.status_code == 200 and r.json()["ok"] is True

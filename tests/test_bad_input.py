@@ -37,7 +37,17 @@ from bad_input_cases import (
     Case,
     unit,
 )
-from conftest import ALICE, LiveServer, add_principal, auth, embedded, make_service
+from conftest import (
+    ALICE,
+    LiveServer,
+    add_principal,
+    as_list,
+    auth,
+    embedded,
+    make_service,
+    stored_rows,
+    stored_value,
+)
 from statedump import diff, state_dump
 from superchargedb.api.app import create_app
 from superchargedb.auth import principals as principals_mod
@@ -179,13 +189,8 @@ def check_read(env: Env, case: Case, column: str | None, value: str) -> None:
         ids = [x["unit_id"] for x in body.get("hits", body.get("units", []))]
         assert ids or column == "modality", body
         for uid in ids:
-            got = (
-                embedded(env.svc)
-                .catalog.reader()
-                .execute(f"SELECT {column} FROM units WHERE unit_id = ?", (uid,))
-                .fetchone()[0]
-            )
-            assert (value in json.loads(got)) if column == "acl_groups" else got == value, got
+            got = stored_value(env.svc, f"SELECT {column} FROM units WHERE unit_id = ?", (uid,))
+            assert (value in as_list(got)) if column == "acl_groups" else got == value, got
     assert not diff(before, state_dump(env.svc)), diff(before, state_dump(env.svc))
 
 
@@ -206,19 +211,13 @@ def check_written(env: Env, case: Case, fieldname: str, value: str, n: int) -> N
         kept = {json.dumps(x, default=str) for x in after["tables"].get(table, [])}
         lost = [x for x in rows if json.dumps(x, default=str) not in kept]
         assert not lost, (table, lost[:3])
-    row = (
-        embedded(env.svc)
-        .catalog.reader()
-        .execute(
-            "SELECT text, doc_id, source_uri, mime, acl_owner, acl_groups FROM units"
-            " WHERE unit_id = ?",
-            (res["unit_id"],),
-        )
-        .fetchone()
-    )
-    stored = dict(row)
+    cols = ("text", "doc_id", "source_uri", "mime", "acl_owner", "acl_groups")
+    row = stored_rows(
+        env.svc, f"SELECT {', '.join(cols)} FROM units WHERE unit_id = ?", (res["unit_id"],)
+    )[0]
+    stored = dict(zip(cols, row, strict=True))
     want = value if fieldname != "text" else body["text"]
-    got = json.loads(stored["acl_groups"]) if fieldname == "acl_groups" else stored[fieldname]
+    got = as_list(stored["acl_groups"]) if fieldname == "acl_groups" else stored[fieldname]
     assert got == ([value] if fieldname == "acl_groups" else want), (stored, value)
     if fieldname == "text":  # and it is searchable as plain text
         r = env.c.post(
@@ -243,14 +242,13 @@ def check_stored(env: Env, case: Case, kind: str, value: str) -> None:
         kept = {json.dumps(x, default=str) for x in after["tables"].get(table, [])}
         lost = [x for x in rows if json.dumps(x, default=str) not in kept]
         assert not lost, (table, lost[:3])
-    db = embedded(env.svc).catalog.reader()
     if kind == "object":
         key = r.json()["key"]
-        got = db.execute("SELECT acl_groups FROM objects WHERE key = ?", (key,)).fetchone()[0]
-        assert json.loads(got) == [value], got
+        got = stored_value(env.svc, "SELECT acl_groups FROM objects WHERE key = ?", (key,))
+        assert as_list(got) == [value], got
     elif kind == "patch":
-        rows = db.execute("SELECT acl_groups FROM units WHERE doc_id = 'api-style'").fetchall()
-        assert rows and all(json.loads(g[0]) == sorted({value, "eng-backend"}) for g in rows)
+        rows = stored_rows(env.svc, "SELECT acl_groups FROM units WHERE doc_id = 'api-style'")
+        assert rows and all(as_list(g[0]) == sorted({value, "eng-backend"}) for g in rows)
         assert len(after["tables"]["units"]) == len(before["tables"]["units"])  # none added
     else:
         name = case.json["name"]

@@ -9,7 +9,16 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import ALICE, CAROL, LiveServer, add_principal, auth, embedded, make_service
+from conftest import (
+    ALICE,
+    CAROL,
+    LiveServer,
+    add_principal,
+    auth,
+    make_service,
+    store_execute,
+    stored_rows,
+)
 from superchargedb.client import Client
 from superchargedb.demo import seed_principals
 from superchargedb.models.embedder import Embedder
@@ -40,9 +49,7 @@ def test_cookie_reads_gets_only_and_its_attributes(live: LiveServer, svc: Servic
     assert c.get("/v1/me", headers=auth("aegis_sk_nope")).status_code == 401
     # Stored hashed: the cookie value is nowhere in the catalog.
     token = c.cookies["scdb_session"]
-    rows = (
-        embedded(svc).catalog.reader().execute("SELECT token_hash FROM console_sessions").fetchall()
-    )
+    rows = stored_rows(svc, "SELECT token_hash FROM console_sessions")
     assert [r[0] for r in rows] == [hashlib.sha256(token.encode()).hexdigest()]
 
 
@@ -68,8 +75,9 @@ def test_idle_expiry_and_sign_out(live: LiveServer, svc: Service) -> None:
     c = sign_in(live.url, "aegis_sk_bob")
     assert c.get("/v1/me").status_code == 200
     idle_ms = svc.settings.console_session_idle_s * 1000
-    with embedded(svc).catalog.write() as w:
-        w.execute("UPDATE console_sessions SET last_seen_at = last_seen_at - ?", (idle_ms + 1,))
+    store_execute(
+        svc, "UPDATE console_sessions SET last_seen_at = last_seen_at - ?", (idle_ms + 1,)
+    )
     assert c.get("/v1/me").status_code == 401
 
     c = sign_in(live.url, "aegis_sk_bob")

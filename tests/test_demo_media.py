@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import embedded, make_service
+from conftest import make_service, stored_rows, stored_value
 from superchargedb.demo import seed
 from superchargedb.demo.media import KEYNOTE_KEY, RUNBOOK_KEY, UNIT_SCOPE, seed_media
 from superchargedb.models.embedder import Embedder
@@ -27,26 +27,25 @@ def test_demo_media_answer_the_spec_question(tmp_path: Path, embedder: Embedder)
         seed(svc)
         out = seed_media(svc, "aegis_sk_alice")
         assert set(out["jobs"]) == {KEYNOTE_KEY, RUNBOOK_KEY}
-        conn = embedded(svc).catalog.reader()
         deadline = time.time() + 240
         for jid in out["jobs"].values():
-            while (state := conn.execute("SELECT state FROM jobs WHERE id=?", (jid,)).fetchone())[
-                0
-            ] not in ("done", "failed"):
+            sql = "SELECT state FROM jobs WHERE id = ?"
+            while (state := stored_value(svc, sql, (jid,))) not in ("done", "failed"):
                 assert time.time() < deadline, "demo jobs did not finish"
                 time.sleep(0.3)
-            assert state[0] == "done"
-        rows = conn.execute(
+            assert state == "done"
+        rows = stored_rows(
+            svc,
             "SELECT scope, loc_kind, source_uri FROM units WHERE source_uri LIKE ? OR source_uri"
             " LIKE ?",
             (KEYNOTE_KEY + "%", RUNBOOK_KEY + "%"),
-        ).fetchall()
-        assert {r["scope"] for r in rows} == {UNIT_SCOPE}  # the keynote's object lives elsewhere
-        kinds = {r["loc_kind"] for r in rows}
+        )
+        assert {r[0] for r in rows} == {UNIT_SCOPE}  # the keynote's object lives elsewhere
+        kinds = {r[1] for r in rows}
         assert {"time_range", "bbox"} <= kinds
         # The PDF is its own document: the Markdown runbook is still there.
-        md = conn.execute("SELECT COUNT(*) FROM units WHERE doc_id = 'failover-runbook'")
-        assert md.fetchone()[0] >= 1
+        md = stored_value(svc, "SELECT COUNT(*) FROM units WHERE doc_id = 'failover-runbook'")
+        assert md >= 1
         alice = svc.authenticate("Bearer aegis_sk_alice")
         res = svc.answer(alice, {"q": QUESTION, "answer": True, "top_k": 8}, None, None)
         cited = {c["locator"]["kind"] for c in res["answer"]["citations"] if c["locator"]}

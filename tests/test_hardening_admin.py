@@ -14,11 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import LiveServer, add_principal, auth, embedded, make_service
+from conftest import LiveServer, add_principal, auth, make_service, stored_rows, stored_value
 from superchargedb.auth.admin import OPERATOR
 from superchargedb.auth.principals import hash_key
 from superchargedb.service import Service
-from superchargedb.storage.sqlite import audit
 
 A = "acme/alpha"
 # name: (perms, tier, scopes, groups, quota)
@@ -92,11 +91,10 @@ def srv(svc: Service) -> Iterator[httpx.Client]:
 
 def snapshot(svc: Service) -> tuple[Any, ...]:
     """Every principal row, every key row and the audit length: what a refusal must not move."""
-    conn = embedded(svc).catalog.reader()
     return (
-        [tuple(r) for r in conn.execute("SELECT * FROM principals ORDER BY id")],
-        [tuple(r) for r in conn.execute("SELECT * FROM api_keys ORDER BY id")],
-        conn.execute("SELECT COUNT(*) FROM audit_log").fetchone()[0],
+        stored_rows(svc, "SELECT * FROM principals ORDER BY id"),
+        stored_rows(svc, "SELECT * FROM api_keys ORDER BY id"),
+        stored_value(svc, "SELECT COUNT(*) FROM audit_log"),
     )
 
 
@@ -108,9 +106,8 @@ def refused(r: httpx.Response, code: str = "privilege_escalation", status: int =
 def key_ids(svc: Service, name: str) -> list[str]:
     return [
         r[0]
-        for r in embedded(svc)
-        .catalog.reader()
-        .execute(
+        for r in stored_rows(
+            svc,
             "SELECT k.id FROM api_keys k JOIN principals p ON p.id = k.principal_id"
             " WHERE p.name = ? ORDER BY k.created_at",
             (name,),
@@ -360,18 +357,12 @@ def test_wrong_typed_create_and_key_bodies_are_422(srv, svc, path, body):
 
 
 def records(svc: Service) -> list[dict[str, Any]]:
-    rows = embedded(svc).catalog.reader().execute("SELECT record FROM audit_log ORDER BY seq")
+    rows = stored_rows(svc, "SELECT record FROM audit_log ORDER BY seq")
     return [json.loads(r[0]) for r in rows]
 
 
 def kid_of(svc: Service, key: str) -> str:
-    row = (
-        embedded(svc)
-        .catalog.reader()
-        .execute("SELECT id FROM api_keys WHERE key_hash = ?", (hash_key(key),))
-        .fetchone()
-    )
-    return str(row[0])
+    return str(stored_value(svc, "SELECT id FROM api_keys WHERE key_hash = ?", (hash_key(key),)))
 
 
 def test_audit_records_carry_the_key_id_and_the_issuer(srv, svc):
@@ -393,7 +384,7 @@ def test_audit_records_carry_the_key_id_and_the_issuer(srv, svc):
     r = srv.post("/v1/ingest", headers=h("peer"), json={"units": [{"text": "by own key"}]})
     rec = records(svc)[-1]
     assert rec["actor_key_id"] == kid_of(svc, key_of("peer")) and "actor_key_issuer" not in rec
-    assert audit.verify(embedded(svc).catalog.reader(), svc.audit_key, svc.audit_anchor)["ok"]
+    assert svc.audit_trail.verify_chain().ok  # the chain checked with its key and anchor
 
 
 def tenant_count(svc: Service, tenant: str) -> int:
@@ -405,7 +396,7 @@ def test_audit_verify_tells_a_tenant_admin_its_own_count_only(srv, svc):
     assert r.status_code == 200
     out = r.json()
     assert out == {"ok": True, "records": tenant_count(svc, "acme")}  # no global count, no head
-    total = embedded(svc).catalog.reader().execute("SELECT COUNT(*) FROM audit_log").fetchone()[0]
+    total = stored_value(svc, "SELECT COUNT(*) FROM audit_log")
     assert out["records"] < total  # the operator's and the other tenants' records are not in it
     # Another tenant's activity does not move acme's count; it moves globex's.
     r = srv.post(

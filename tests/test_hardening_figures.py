@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import LiveServer, add_principal, auth, embedded, make_service
+from conftest import LiveServer, add_principal, auth, make_service, stored_value
 from superchargedb.service import Service
 
 TOKEN = "metrics-token-for-tests-0123456789"
@@ -140,13 +140,10 @@ def test_a_job_records_the_key_that_queued_it(srv, svc):
     from superchargedb.ingest.jobs_runner import JobRunner
 
     assert JobRunner(svc.ingestor, svc.writes.jobs, MediaLimits()).run_once()
-    conn = embedded(svc).catalog.reader()
-    (kid,) = conn.execute(
-        "SELECT id FROM api_keys WHERE key_hash = ?", (hash_key("aegis_sk_test_ga"),)
-    ).fetchone()
-    rec = json.loads(
-        conn.execute("SELECT record FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()[0]
+    kid = stored_value(
+        svc, "SELECT id FROM api_keys WHERE key_hash = ?", (hash_key("aegis_sk_test_ga"),)
     )
+    rec = json.loads(stored_value(svc, "SELECT record FROM audit_log ORDER BY seq DESC LIMIT 1"))
     assert rec["action"] == "ingest.derived" and rec["actor"] == "ga"
     assert rec["actor_key_id"] == kid
     globex = stats(srv, "ga")

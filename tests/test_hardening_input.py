@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import ALICE, CAROL, LiveServer, embedded, make_service
+from conftest import ALICE, CAROL, LiveServer, make_service, stored_value
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def server(tmp_path_factory, embedder) -> Iterator[tuple[Any, httpx.Client]]:
 
 
 def units(svc: Any) -> int:
-    return int(embedded(svc).catalog.reader().execute("SELECT COUNT(*) FROM units").fetchone()[0])
+    return int(stored_value(svc, "SELECT COUNT(*) FROM units"))
 
 
 def test_plane_without_modality_takes_the_planes_default(server):

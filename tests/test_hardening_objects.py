@@ -14,7 +14,16 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import ALICE, BOB, LiveServer, add_principal, auth, embedded, make_service
+from conftest import (
+    ALICE,
+    BOB,
+    LiveServer,
+    add_principal,
+    auth,
+    make_service,
+    stored_rows,
+    stored_value,
+)
 from superchargedb.service import Service
 from superchargedb.settings import Settings
 
@@ -172,12 +181,7 @@ def test_object_bytes_count_in_usage_and_against_the_tier_cap(server, http):
 
 
 def audit_rows(svc: Service) -> list[dict[str, Any]]:
-    rows = (
-        embedded(svc)
-        .catalog.reader()
-        .execute("SELECT record FROM audit_log ORDER BY seq")
-        .fetchall()
-    )
+    rows = stored_rows(svc, "SELECT record FROM audit_log ORDER BY seq")
     return [json.loads(r[0]) for r in rows]
 
 
@@ -233,12 +237,7 @@ def test_units_keep_the_blob_they_were_derived_from(server, http):
     uid = ingest(http, ALICE, key, "replaced-doc", None)
     v2 = b"Second version, nothing about freezes."
     assert put(http, key, v2, ALICE, if_match=etag(v1)).status_code == 201
-    row = (
-        embedded(svc)
-        .catalog.reader()
-        .execute("SELECT object_sha FROM units WHERE unit_id = ?", (uid,))
-        .fetchone()
-    )
+    row = stored_rows(svc, "SELECT object_sha FROM units WHERE unit_id = ?", (uid,))[0]
     assert row[0] == hashlib.sha256(v1).hexdigest()
     assert svc.blobs.exists(row[0])  # the Unit still pins it after the replace
     # Once nothing references the old content, deleting the object collects its blob.
@@ -390,12 +389,7 @@ def test_an_ingest_racing_the_delete_of_its_object_stores_nothing(server, http, 
     go.set()
     t.join(60)
     assert result["r"].status_code == 409, result["r"].text
-    n = (
-        embedded(svc)
-        .catalog.reader()
-        .execute("SELECT COUNT(*) FROM units WHERE doc_id = 'racing'")
-        .fetchone()[0]
-    )
+    n = stored_value(svc, "SELECT COUNT(*) FROM units WHERE doc_id = 'racing'")
     assert n == 0
     assert svc.doctor()["objects"]["missing_blobs"] == []
 

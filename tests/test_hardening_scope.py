@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import ALICE, LiveServer, embedded, make_service
+from conftest import ALICE, LiveServer, make_service, stored_value
 
 SCOPE = "acme/alpha/backend"
 MISSING_UNIT = "0190f1a4-0000-7000-8000-000000000000"
@@ -38,17 +38,15 @@ def server(tmp_path_factory, embedder) -> Iterator[tuple[Any, httpx.Client, dict
             headers={**ALICE, "Content-Type": "text/plain", "X-Aegis-Scope": SCOPE},
         )
         assert r.status_code == 201, r.text
-        db = embedded(svc).catalog.reader()
-        uid = db.execute("SELECT unit_id FROM units WHERE doc_id = 's-doc'").fetchone()[0]
+        uid = stored_value(svc, "SELECT unit_id FROM units WHERE doc_id = 's-doc'")
         yield svc, c, {"unit": uid}
     svc.close()
 
 
 def count(svc: Any) -> tuple[int, int]:
-    db = embedded(svc).catalog.reader()
     return (
-        db.execute("SELECT COUNT(*) FROM units").fetchone()[0],
-        db.execute("SELECT COUNT(*) FROM objects").fetchone()[0],
+        stored_value(svc, "SELECT COUNT(*) FROM units"),
+        stored_value(svc, "SELECT COUNT(*) FROM objects"),
     )
 
 

@@ -14,7 +14,17 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import ALICE, BOB, LiveServer, add_principal, auth, embedded, make_service
+from conftest import (
+    ALICE,
+    BOB,
+    LiveServer,
+    add_principal,
+    as_list,
+    auth,
+    make_service,
+    stored_rows,
+    stored_value,
+)
 
 SCOPE = "acme/alpha/backend"
 MISSING_UNIT = "0190f1a4-0000-7000-8000-000000000000"
@@ -54,12 +64,7 @@ def ingest(c: httpx.Client, who: dict[str, str], *units: dict[str, Any], **kw: A
 
 
 def unit_ids(svc: Any, doc_id: str) -> set[str]:
-    rows = (
-        embedded(svc)
-        .catalog.reader()
-        .execute("SELECT unit_id FROM units WHERE doc_id = ?", (doc_id,))
-    )
-    return {r[0] for r in rows}
+    return {r[0] for r in stored_rows(svc, "SELECT unit_id FROM units WHERE doc_id = ?", (doc_id,))}
 
 
 def same(a: httpx.Response, b: httpx.Response) -> None:
@@ -106,12 +111,8 @@ def test_admin_without_read_cannot_patch_or_replace_others(server):
     res = ingest(c, wade, {**body, "scope": SCOPE}, mode="replace")
     assert res["results"][0]["status"] == "created", res
     assert uid in unit_ids(svc, "w-ali2")
-    row = (
-        embedded(svc)
-        .catalog.reader()
-        .execute("SELECT acl_groups FROM units WHERE unit_id = ?", (uid,))
-    )
-    assert row.fetchone()[0] == '["eng-backend"]'
+    got = stored_value(svc, "SELECT acl_groups FROM units WHERE unit_id = ?", (uid,))
+    assert as_list(got) == ["eng-backend"]
 
 
 def test_admin_cannot_replace_a_private_document_of_another_owner(server):
@@ -148,12 +149,8 @@ def test_admin_cannot_replace_a_private_document_of_another_owner(server):
     # The very same content cannot be re-permissioned through ingest either.
     res = ingest(c, adam, {**secret, "acl_owner": "dave", "scope": SCOPE, "acl_groups": ["ops"]})
     assert res["results"][0]["error"]["code"] == "not_found", res
-    row = (
-        embedded(svc)
-        .catalog.reader()
-        .execute("SELECT acl_groups FROM units WHERE unit_id = ?", (mine,))
-    )
-    assert row.fetchone()[0] == "[]"
+    got = stored_value(svc, "SELECT acl_groups FROM units WHERE unit_id = ?", (mine,))
+    assert as_list(got) == []
 
 
 def test_admin_replaces_a_document_it_can_read(server):
@@ -210,12 +207,8 @@ def test_ingest_into_a_group_one_is_not_in_is_refused(server):
         {"text": "Walt's own note.", "doc_id": "w-walt", "scope": SCOPE, "acl_groups": ["ops"]},
     )
     assert again["results"][0]["error"]["code"] == "forbidden_group", again
-    row = (
-        embedded(svc)
-        .catalog.reader()
-        .execute("SELECT acl_groups FROM units WHERE doc_id = 'w-walt'")
-    )
-    assert row.fetchone()[0] == "[]"
+    got = stored_value(svc, "SELECT acl_groups FROM units WHERE doc_id = 'w-walt'")
+    assert as_list(got) == []
 
 
 def _texts(c: httpx.Client, who: dict[str, str], q: str) -> list[str]:
@@ -235,12 +228,8 @@ def test_patch_adds_only_own_groups_and_always_removes(server):
     # An admin too adds only groups within its own.
     r = c.patch(url, json={"acl_groups": ["ops", "eng-backend"]}, headers=adam)
     assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_group", r.text
-    row = (
-        embedded(svc)
-        .catalog.reader()
-        .execute("SELECT acl_groups FROM units WHERE doc_id = 'w-rota'")
-    )
-    assert row.fetchone()[0] == '["ops"]'
+    got = stored_value(svc, "SELECT acl_groups FROM units WHERE doc_id = 'w-rota'")
+    assert as_list(got) == ["ops"]
     r = c.patch(url, json={"acl_groups": []}, headers=adam)
     assert r.status_code == 200 and r.json()["updated"] == 1, r.text
     # A non-admin writer with no groups: into eng-backend is a 403, into nothing a 200.
@@ -260,5 +249,5 @@ def test_a_document_keeps_groups_it_already_has(server):
     ingest(c, ALICE, {**doc, "text": "Walt's shared plan v1.", "acl_owner": "walt"})
     res = ingest(c, keys["walt"], {**doc, "text": "Walt's shared plan v2."})
     assert res["results"][0]["status"] == "created", res
-    rows = embedded(svc).catalog.reader().execute("SELECT text FROM units WHERE doc_id = 'w-kept'")
+    rows = stored_rows(svc, "SELECT text FROM units WHERE doc_id = 'w-kept'")
     assert [r[0] for r in rows] == ["Walt's shared plan v2."]

@@ -6,7 +6,7 @@ import select
 import socket
 import threading
 
-from conftest import ALICE, BOB, CAROL, add_principal, auth, embedded
+from conftest import ALICE, BOB, CAROL, add_principal, auth, stored_value
 
 SPEC_UNIT = {
     "text": "Q4 backend renewals are expected to close in the first half of the quarter.",
@@ -159,7 +159,7 @@ def test_idempotent_reingest_and_acl_update(client, svc):
     assert client.get(f"/v1/units/{r1['unit_id']}", headers=BOB).status_code == 404
     hits = client.post("/v1/search", headers=BOB, json={"q": "backend renewals"}).json()["hits"]
     assert r1["unit_id"] not in [h["unit_id"] for h in hits]
-    n = embedded(svc).catalog.reader().execute("SELECT COUNT(*) FROM units").fetchone()[0]
+    n = stored_value(svc, "SELECT COUNT(*) FROM units")
     assert n == 1
 
 
@@ -179,12 +179,7 @@ def test_concurrent_identical_ingests_make_one_row(client, svc):
     ids = {o["results"][0]["unit_id"] for o in out}
     assert len(ids) == 1
     assert sorted(o["results"][0]["status"] for o in out) == ["created"] + ["unchanged"] * 3
-    n = (
-        embedded(svc)
-        .catalog.reader()
-        .execute("SELECT COUNT(*) FROM units WHERE doc_id = 'race'")
-        .fetchone()[0]
-    )
+    n = stored_value(svc, "SELECT COUNT(*) FROM units WHERE doc_id = 'race'")
     assert n == 1
 
 
@@ -297,5 +292,5 @@ def test_body_limit_enforced_while_streaming(live, svc):
     assert data.startswith(b"HTTP/1.1 413"), data[:200]
     assert b"payload_too_large" in data
     assert answered_at is not None and answered_at < limit * 4
-    n = embedded(svc).catalog.reader().execute("SELECT COUNT(*) FROM units").fetchone()[0]
+    n = stored_value(svc, "SELECT COUNT(*) FROM units")
     assert n == 0

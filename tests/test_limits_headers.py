@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 from fastapi.testclient import TestClient
 
-from conftest import ALICE, auth, embedded, make_service
+from conftest import ALICE, auth, make_service, stored_value
 from superchargedb.api.app import create_app
 
 
@@ -85,13 +85,25 @@ def test_security_headers(client):
     assert r.headers["x-request-id"]
 
 
-def test_disk_full_is_a_clean_507(client, svc, monkeypatch):
+def test_disk_full_is_a_clean_507(client, svc, monkeypatch, request):
+    if svc.settings.database_url:
+        # A known gap (reported with issue #18): storage/disk.py maps SQLite's and the OS's
+        # disk-full errors to 507, not psycopg's DiskFull, so PostgreSQL's answer is a 500.
+        # Strict: this fails once it is fixed, and the mark must go.
+        request.applymarker(
+            pytest.mark.xfail(strict=True, reason="PostgreSQL DiskFull is not mapped to 507")
+        )
+
     def full(*a, **k):
+        if svc.settings.database_url:  # what the server says on a full disk (SQLSTATE 53100)
+            import psycopg
+
+            raise psycopg.errors.DiskFull("could not extend file: No space left on device")
         raise sqlite3.OperationalError("database or disk is full")
 
-    before = embedded(svc).catalog.reader().execute("SELECT COUNT(*) FROM units").fetchone()[0]
+    before = stored_value(svc, "SELECT COUNT(*) FROM units")
     monkeypatch.setattr(svc.ingestor, "_write", full)
     r = client.post("/v1/ingest", headers=ALICE, json={"units": [{"text": "hello"}]})
     assert r.status_code == 507 and r.json()["error"]["code"] == "insufficient_storage"
-    after = embedded(svc).catalog.reader().execute("SELECT COUNT(*) FROM units").fetchone()[0]
+    after = stored_value(svc, "SELECT COUNT(*) FROM units")
     assert after == before

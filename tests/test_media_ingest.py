@@ -15,7 +15,7 @@ from PIL import Image
 from reportlab.lib.pagesizes import letter
 from reportlab.pdfgen import canvas
 
-from conftest import ALICE, BOB, CAROL, add_principal, auth, embedded, make_service
+from conftest import ALICE, BOB, CAROL, add_principal, auth, make_service, stored_value
 from superchargedb.ingest.utterances import t_fragment
 
 
@@ -167,6 +167,8 @@ def test_worker_killed_mid_job_is_finished_exactly_once(tmp_path, embedder):
     add_principal(s, "w", perms=["read", "write"], scopes=["acme"])
     key = auth("aegis_sk_test_w")
     env = {**os.environ, "SCDB_JOB_LEASE_S": "3"}
+    if s.settings.database_url:  # the worker processes share the service's database
+        env["SCDB_DATABASE_URL"] = s.settings.database_url
     try:
         with TestClient(create_app(s)) as c:
             c.put(
@@ -202,7 +204,7 @@ def test_worker_killed_mid_job_is_finished_exactly_once(tmp_path, embedder):
             assert second.returncode == 0, second.stderr.decode()[-2000:]
             job = wait_job(c, key, job_id)
             assert job["state"] == "done" and job["attempts"] == 2 and len(job["unit_ids"]) == 3
-            n = embedded(s).catalog.reader().execute("SELECT COUNT(*) FROM units").fetchone()[0]
+            n = stored_value(s, "SELECT COUNT(*) FROM units")
             assert n == 3  # no duplicate derived Units
             # The server tails the worker's outbox: the Units are searchable by both legs.
             deadline = time.time() + 30  # the whole suite may be loading both cores
@@ -367,10 +369,10 @@ def test_video_through_the_api(client, svc, tmp_path):
     assert r.status_code == 206 and r.content == mp4[-500:]
     # The keyframes go with their Units.
     kept = "SELECT count(*) FROM unit_keyframes"
-    assert embedded(svc).catalog.reader().execute(kept).fetchone()[0] == len(shots)
+    assert stored_value(svc, kept) == len(shots)
     r = client.delete(f"/v1/docs/{units[0]['doc_id']}", headers=ALICE)
     assert r.status_code == 200, r.text
-    assert embedded(svc).catalog.reader().execute(kept).fetchone()[0] == 0
+    assert stored_value(svc, kept) == 0
 
 
 def test_bad_media_fail_alone_in_a_mixed_batch(client):

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from conftest import ALICE, BOB, CAROL, add_principal, auth, embedded
+from conftest import ALICE, BOB, CAROL, add_principal, auth, stored_value
 
 KEY = "acme/alpha/backend/runbooks/notes.txt"
 BODY = b"0123456789" * 100
@@ -109,7 +109,7 @@ def raw_put(port: int, path: str) -> int:
 def test_key_escapes_rejected(live, svc, key):
     status = raw_put(live.port, "/v1/objects/" + key)
     assert status in (403, 404, 422), status
-    n = embedded(svc).catalog.reader().execute("SELECT COUNT(*) FROM objects").fetchone()[0]
+    n = stored_value(svc, "SELECT COUNT(*) FROM objects")
     assert n == 0
     # Whatever the key, blob paths come from the sha256 alone.
     blobs = [p for p in (svc.settings.data_dir / "objects").rglob("*") if p.is_file()]
@@ -128,7 +128,7 @@ def test_object_size_limit(client, svc):
     svc.settings.max_object_bytes = 1000
     r = put(client, "acme/alpha/backend/big.bin", b"x" * 1001)
     assert r.status_code == 413
-    n = embedded(svc).catalog.reader().execute("SELECT COUNT(*) FROM objects").fetchone()[0]
+    n = stored_value(svc, "SELECT COUNT(*) FROM objects")
     assert n == 0
 
 
