@@ -5,7 +5,8 @@ worker) with the demo data (issue #18). One stack for the module.
 Each command answers 2xx with JSON; what its ``# ->`` comment shows (less what it elides) is in
 the answer; a queued job completes; the search has hits and the answer citations. Placeholders
 are filled from earlier answers (``<unit_id>``, ``<job_id>``) or files made here
-(``@runbook.pdf``); one that cannot be filled fails, naming it.
+(``@my-runbook.pdf``: any ``@<name>.pdf`` is a small real PDF); one that cannot be filled fails,
+naming it.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def _runbook_pdf() -> bytes:
     return buf.getvalue()
 
 
-FILES = {"runbook.pdf": _runbook_pdf}  # what ``@file`` arguments may name
+FILES = {".pdf": _runbook_pdf}  # what an ``@file`` argument may name, by its suffix
 
 
 @pytest.fixture(scope="module")
@@ -99,10 +100,10 @@ def _fill(ex: CurlExample, url: str, known: dict[str, str], cwd: Path) -> list[s
                 pytest.fail(f"README placeholder <{name}> has no value yet: {ex.source}")
             arg = arg.replace(f"<{name}>", known[name])
         if arg.startswith("@"):
-            name = arg[1:]
-            if name not in FILES:
+            name = Path(arg[1:])
+            if name.name != arg[1:] or name.suffix not in FILES:
                 pytest.fail(f"README file {arg} is not one this test can make: {ex.source}")
-            (cwd / name).write_bytes(FILES[name]())
+            (cwd / name).write_bytes(FILES[name.suffix]())
         argv.append(arg)
     assert url in " ".join(argv), f"not a call to the API at {README_URL}: {ex.source}"
     return argv
