@@ -1,5 +1,5 @@
-"""The README's curl examples, read as a test reads them (issue #18): every ``curl`` command of its
-```bash blocks, in order, with the ``# -> {...}`` comment that follows it when there is one.
+"""The README's curl examples, read as a test reads them (issue #18, D-262): every ``curl``
+command of its ```bash blocks, in order, with the ``# -> {...}`` comment right under it if any.
 
 A command runs to the end of its quotes and ``\\`` continuations (``-d '{...}'`` spans lines).
 An expectation's JSON may elide with ``...``: a string value ending in ``...`` ("01a2...",

@@ -1,6 +1,6 @@
 """The README's curl examples, run as written with the real ``curl`` against ``make stack``'s
 command (``superchargedb stack up``: PostgreSQL, SeaweedFS, Valkey, two API processes and a
-worker) with the demo data (issue #18). One stack for the module.
+worker) with the demo data (issue #18, D-262). One stack for the module.
 
 Each command answers 2xx with JSON; what its ``# ->`` comment shows (less what it elides) is in
 the answer; a queued job completes; the search has hits and the answer citations. Placeholders
