@@ -28,6 +28,14 @@ EMBEDDED_ONLY: dict[str, str] = {
         "drives the SQLite backup, restore and reindex functions directly; PostgreSQL's"
         " Maintenance (pg_dump backup, restore, reindex) runs in the contract suite"
     ),
+    "tests/test_isolation_property.py::test_mutations_are_caught": (
+        "injects each bug into the SQLite backend's SQL to prove the property has teeth; the"
+        " property itself runs on PostgreSQL, and the contract suite's teeth cover its rules"
+    ),
+    "tests/test_isolation_objects.py::test_object_mutations_are_caught": (
+        "injects each bug into the SQLite objects catalog to prove the property has teeth; the"
+        " object property itself runs on PostgreSQL"
+    ),
     "tests/test_cli_maintenance.py::test_backup_restore_reindex_through_the_cli": (
         "restores into fresh data dirs, which on PostgreSQL would be fresh databases named by"
         " the CLI; PostgreSQL's Maintenance runs in the contract suite"

@@ -85,15 +85,7 @@ def test_security_headers(client):
     assert r.headers["x-request-id"]
 
 
-def test_disk_full_is_a_clean_507(client, svc, monkeypatch, request):
-    if svc.settings.database_url:
-        # A known gap (reported with issue #18): storage/disk.py maps SQLite's and the OS's
-        # disk-full errors to 507, not psycopg's DiskFull, so PostgreSQL's answer is a 500.
-        # Strict: this fails once it is fixed, and the mark must go.
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="PostgreSQL DiskFull is not mapped to 507")
-        )
-
+def test_disk_full_is_a_clean_507(client, svc, monkeypatch):
     def full(*a, **k):
         if svc.settings.database_url:  # what the server says on a full disk (SQLSTATE 53100)
             import psycopg

@@ -16,6 +16,7 @@ Blobs are the blob store it is given: content-addressed files under ``objects_di
 
 from __future__ import annotations
 
+import errno
 import json
 import secrets
 from collections.abc import Iterator, Mapping
@@ -281,7 +282,8 @@ class PgBackend:
     @contextmanager
     def write(self) -> Iterator[PgTx]:
         """One transaction; a write that collides with a stored key (a Unit id that exists)
-        rolls back whole and raises :class:`ConflictError` (no driver error crosses the seam)."""
+        rolls back whole and raises :class:`ConflictError`, one the server's full disk stops
+        raises ``OSError(ENOSPC)`` (no driver error crosses the seam)."""
         try:
             # Pipeline mode: statements whose results nobody reads (inserts) are sent without
             # waiting for each reply; a read (a delete's RETURNING, the audit head) syncs first.
@@ -291,6 +293,10 @@ class PgBackend:
             raise ConflictError(
                 "the write collides with a stored key", constraint=exc.diag.constraint_name
             ) from exc
+        except psycopg.errors.DiskFull as exc:
+            # The server's disk is full (SQLSTATE 53100): the transaction rolled back whole,
+            # and the API answers it as any full disk, 507 (storage/disk.py).
+            raise OSError(errno.ENOSPC, f"the database has no space left: {exc}") from exc
 
     def close(self) -> None:
         """Sign the audit head outside the database (when an anchor is kept), then close the
