@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import socket
 import tempfile
@@ -90,6 +91,10 @@ def fake() -> Iterator[Any]:
 BACKEND = os.environ.get("SCDB_TEST_BACKEND", "sqlite")
 if BACKEND not in ("sqlite", "postgres"):
     raise RuntimeError(f"SCDB_TEST_BACKEND={BACKEND!r}: sqlite or postgres")
+if BACKEND == "postgres":
+    # A service a test leaves open keeps its pool, which retries (and logs) every few seconds
+    # once the module's database is dropped: noise, not a result.
+    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
 
 
 def make_service(tmp: Path, embedder: Embedder, **overrides: Any) -> Service:
