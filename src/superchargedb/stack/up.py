@@ -240,8 +240,11 @@ def _start_processes(
     cwd = Path.cwd()
     serve = ["serve", "--data", str(data), "--port", str(port), "--workers", str(workers)]
     state.logs["api"] = str(logs / "api.log")
+    # Derivation jobs are the worker's: the API processes keep their cores for requests (a
+    # caller's own SCDB_JOB_WORKERS wins).
+    api_env = {"SCDB_JOB_WORKERS": "0", **env}
     state.processes["api"] = spawn_detached(
-        _cli(*serve, *(["--demo"] if demo else [])), env, logs / "api.log", cwd
+        _cli(*serve, *(["--demo"] if demo else [])), api_env, logs / "api.log", cwd
     )
     state.logs["worker"] = str(logs / "worker.log")
     state.processes["worker"] = spawn_detached(
