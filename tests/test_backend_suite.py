@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from backend_suite import EMBEDDED_ONLY, builds_a_service, embedded_only
+from backend_suite import BUILT_BY_HELPERS, EMBEDDED_ONLY, builds_a_service, embedded_only
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,3 +35,9 @@ def test_an_entry_matches_its_tests_only() -> None:
 
 def test_a_service_test_is_recognised(request: pytest.FixtureRequest) -> None:
     assert not builds_a_service(request.node)  # this one builds none
+    by_fixture = SimpleNamespace(fixturenames=["tmp_path", "client"], module=None, nodeid="t")
+    assert builds_a_service(by_fixture)  # type: ignore[arg-type]
+    direct = SimpleNamespace(fixturenames=[], module=SimpleNamespace(make_service=1), nodeid="t")
+    assert builds_a_service(direct)  # type: ignore[arg-type]
+    helped = SimpleNamespace(fixturenames=[], module=None, nodeid=BUILT_BY_HELPERS[0] + "::t")
+    assert builds_a_service(helped)  # type: ignore[arg-type]

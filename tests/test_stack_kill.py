@@ -26,7 +26,16 @@ from typing import Any
 import pytest
 
 import pg_stack
-from test_stack_serve import ALICE, CLI, _children, _env, _free_port, _wait_log, _wait_ready
+from test_stack_serve import (
+    ALICE,
+    CLI,
+    _children,
+    _env,
+    _free_port,
+    _replaced,
+    _wait_log,
+    _wait_ready,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -136,13 +145,7 @@ def test_kill_9_of_an_api_process_and_a_worker_loses_and_duplicates_nothing(
         # An API process dies under the writers; its parent starts another.
         time.sleep(2.0)
         os.kill(kids[1], signal.SIGKILL)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            now = _children(parent.pid)
-            if len(now) == 2 and kids[1] not in now:
-                break
-            time.sleep(0.5)
-        assert kids[1] not in now and len(now) == 2, "the killed API process was not replaced"
+        now = _replaced(parent.pid, kids[1], 300)
         _wait_log(log, f"API process 1 (pid {now[1]}) serving", 600)
         time.sleep(3.0)  # writes through the new process too
         load.stop.set()

@@ -120,6 +120,17 @@ def _gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
+def _replaced(parent: int, dead: int, timeout_s: float) -> list[int]:
+    """The parent's two API processes once ``dead`` (killed) has been replaced."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        now = _children(parent)
+        if len(now) == 2 and dead not in now:
+            return now
+        time.sleep(0.5)
+    raise AssertionError(f"the killed API process {dead} was not replaced")
+
+
 def _call(conn: http.client.HTTPConnection, method: str, path: str, body: object = None) -> dict:
     conn.request(method, path, body=None if body is None else json.dumps(body), headers=ALICE)
     r = conn.getresponse()
@@ -175,13 +186,8 @@ def test_two_api_processes_share_one_port_and_stop_with_the_parent(tmp_path: Pat
             c.close()
         # A process that dies is reported and replaced; the port keeps answering meanwhile.
         os.kill(kids[1], signal.SIGKILL)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            now = _children(parent.pid)
-            if len(now) == 2 and kids[1] not in now:
-                break
-            time.sleep(0.5)
-        assert kids[0] in now and len(now) == 2, "the dead process was not replaced"
+        now = _replaced(parent.pid, kids[1], 120)
+        assert kids[0] in now, "the other process was restarted too"
         text = (tmp_path / "serve.log").read_text()
         assert f"API process 1 (pid {kids[1]}) exited with code -9" in text
         kids = now

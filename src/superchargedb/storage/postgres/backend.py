@@ -251,7 +251,7 @@ class PgBackend:
 
     @property
     def object_rows(self) -> PgObjectCatalog:
-        return PgObjectCatalog(self._conn, OnPool(self._conn), self.blobs)
+        return PgObjectCatalog(self._conn, self.blobs)
 
     @property
     def ready(self) -> bool:

@@ -17,7 +17,7 @@ from ..protocols_service import ObjectCatalog, ObjectRowsWriter, StoredObject
 from ..protocols_writes import StoredUnit
 from ..sqlite.objects import FileBlobStore
 from .filter_sql import where_sql
-from .sql import Conn, OnCursor, Row, Sql, refuse_nul
+from .sql import Conn, OnCursor, OnPool, Row, Sql, refuse_nul
 from .write_rows import STORED, PgObjectRows, stored_unit
 
 # Advisory lock classes (the second key is the value's hash): a blob's pins, an object key's
@@ -126,8 +126,8 @@ class PgObjectRowsTx(PgObjectRows):
 class PgObjectCatalog:
     """The objects as the facade reads them, and the blob collector."""
 
-    def __init__(self, conn: Conn, sql: Sql, blobs: FileBlobStore) -> None:
-        self.conn, self.sql, self.blobs = conn, sql, blobs
+    def __init__(self, conn: Conn, blobs: FileBlobStore) -> None:
+        self.conn, self.sql, self.blobs = conn, OnPool(conn), blobs
 
     def own(self, object_key: str, owner: str) -> StoredObject | None:
         return _own(self.sql, object_key, owner)

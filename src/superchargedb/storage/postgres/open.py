@@ -28,20 +28,7 @@ def open_backend(
 ) -> PgBackend:
     """Migrate (once, whoever comes first) and open a pool on ``s.database_url``; refuses a
     database whose Units were embedded with another model."""
-    if not s.database_url:
-        raise UnavailableError("SCDB_DATABASE_URL is not set")
-    b = PgBackend.open(
-        s.database_url,
-        dim=dim,
-        model_id=model_id,
-        audit_key=audit_key,
-        objects_dir=blobs.root,
-        lease_s=s.job_lease_s,
-        max_attempts=s.job_max_attempts,
-        pool_size=s.database_pool_size,
-        audit_anchor=audit_anchor,
-        blobs=blobs,
-    )
+    b = _open(s, dim, model_id, audit_key, blobs.root, audit_anchor, blobs=blobs)
     try:
         stale = b.stale_units()
     except BaseException:
@@ -62,23 +49,43 @@ def open_operator(
     """The operator's handle (``keys``, ``audit`` commands): the database a server has
     migrated, opened with the vectors' dimension and model it records, so no model is loaded.
     Nothing is locked: a running server shares the database."""
-    if not s.database_url:
-        raise UnavailableError("SCDB_DATABASE_URL is not set")
-    recorded = PgBackend.recorded_model(s.database_url)
+    recorded = PgBackend.recorded_model(_url(s))
     if recorded is None:
         raise UnavailableError(
             "the database has no SuperChargeDB schema yet: start `superchargedb serve` on it"
             " once first"
         )
     dim, model_id = recorded
+    return _open(s, dim, model_id, audit_key, blobs_root, audit_anchor, pool_size=2)
+
+
+def _url(s: Settings) -> str:
+    if not s.database_url:
+        raise UnavailableError("SCDB_DATABASE_URL is not set")
+    return s.database_url
+
+
+def _open(
+    s: Settings,
+    dim: int,
+    model_id: str,
+    audit_key: bytes,
+    objects_dir: Path,
+    audit_anchor: Path | None,
+    *,
+    blobs: FileBlobStore | None = None,
+    pool_size: int | None = None,
+) -> PgBackend:
+    """``PgBackend.open`` with the job and pool settings every caller takes from ``s``."""
     return PgBackend.open(
-        s.database_url,
+        _url(s),
         dim=dim,
         model_id=model_id,
         audit_key=audit_key,
-        objects_dir=blobs_root,
+        objects_dir=objects_dir,
         lease_s=s.job_lease_s,
         max_attempts=s.job_max_attempts,
-        pool_size=2,
+        pool_size=pool_size or s.database_pool_size,
         audit_anchor=audit_anchor,
+        blobs=blobs,
     )
