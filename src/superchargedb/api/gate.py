@@ -17,7 +17,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Scope
 
-from .. import console_sessions
+from .. import acting, console_sessions
 from ..errors import AuthError
 from ..ratelimit import limited
 from ..service import Service
@@ -70,6 +70,7 @@ async def authenticate_request(svc: Service, scope: Scope) -> Principal:
     state = scope.setdefault("state", {})
     done = state.get(STATE_KEY)
     if done is not None:
+        acting.act_for(done.scopes)  # this call may run in another task's context
         return done
     s = svc.settings
     ip = client_address(scope)
@@ -103,6 +104,7 @@ async def authenticate_request(svc: Service, scope: Scope) -> Principal:
         if wait:
             raise limited(wait, "per key")
     state[STATE_KEY] = p
+    acting.act_for(p.scopes)  # row-level security's tenants for the rest of the request
     state["principal"] = p.name  # read by the access log and usage metering
     return p
 

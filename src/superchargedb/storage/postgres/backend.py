@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,7 +29,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-from ...errors import ConflictError
+from ... import acting
+from ...errors import ConflictError, ForbiddenError
 from ..protocols import Backend
 from ..protocols_auth import AuthStore
 from ..protocols_search import SearchStore
@@ -36,7 +38,7 @@ from ..protocols_service import ServerBackend
 from ..protocols_writes import BulkLoad, WriteStore
 from ..sqlite.objects import FileBlobStore, FileObjects
 from . import audit as audit_sql
-from . import migrations
+from . import migrations, rls
 from . import vectors as vectors_sql
 from .audit_trail import PgAuditTrail
 from .counts import PgCounts
@@ -60,6 +62,8 @@ from .sessions import PgSessions
 from .sql import OnPool
 from .write_rows import PgDocs, PgQuota
 from .writes import PgTx, TxConfig
+
+log = logging.getLogger(__name__)
 
 
 class PgBackend:
@@ -108,9 +112,17 @@ class PgBackend:
         with psycopg.connect(url, autocommit=True) as conn:
             migrations.migrate(conn, dim, model_id)
         app = f"scdb-{secrets.token_hex(4)}"
+        warned: list[bool] = []
 
         def configure(conn: psycopg.Connection[Any]) -> None:
             register_vector(conn)
+            if not warned and rls.degraded_plans(conn):
+                warned.append(True)
+                log.warning(
+                    "arrayoverlap is not marked LEAKPROOF: group-shared filters cannot use"
+                    " their index under row-level security; run the first migration as a"
+                    " superuser (docs/deploy.md)"
+                )
 
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
@@ -118,6 +130,7 @@ class PgBackend:
             max_size=pool_size,
             kwargs={"autocommit": True, "prepare_threshold": None, "application_name": app},
             configure=configure,
+            reset=rls.reset,
             open=True,
             name=app,
         )
@@ -134,12 +147,13 @@ class PgBackend:
             application_name=app,
             audit_anchor=audit_anchor,
         )
-        b.outbox.replay()
+        with acting.as_system():
+            b.outbox.replay()
         return b
 
     def stale_units(self) -> int:
         """Units embedded with another model than this store's (counted up to 1000)."""
-        with self._conn() as conn:
+        with acting.as_system(), self._conn() as conn:
             row = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM units WHERE model_id <> %s LIMIT 1000) s",
                 (self.model_id,),
@@ -160,8 +174,17 @@ class PgBackend:
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection, in the tenant role while a request acts for tenants (D-263)."""
+        tenants = acting.acting_tenants()
         with self.pool.connection() as conn:
-            yield conn
+            if tenants is not None:
+                rls.enter(conn, tenants)
+            try:
+                yield conn
+            except psycopg.errors.InsufficientPrivilege as exc:
+                # A row outside the acting tenants: the filter above let it through, the
+                # policy did not. Nothing was written (the statement failed whole).
+                raise ForbiddenError("the write is outside your tenants") from exc
 
     # -- the Protocols' attributes (small objects over this one) ---------------------------
     @property
@@ -259,12 +282,12 @@ class PgBackend:
         return True
 
     def sizes(self) -> Mapping[str, float]:
-        with self._conn() as conn:
+        with acting.as_system(), self._conn() as conn:
             row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
         return {"database_mb": round(int(row[0] if row else 0) / 2**20, 2)}
 
     def doctor(self) -> str:
-        with self._conn() as conn:
+        with acting.as_system(), self._conn() as conn:
             report = doctor(
                 conn,
                 model_id=self.model_id,
@@ -303,7 +326,7 @@ class PgBackend:
         pool; a database that cannot be reached any more closes without one."""
         try:
             if self.audit_anchor is not None:
-                with self._conn() as conn:
+                with acting.as_system(), self._conn() as conn:
                     audit_sql.write_anchor(conn, self.audit_key, self.audit_anchor)
         except psycopg.OperationalError:
             pass  # the next process to close anchors the head

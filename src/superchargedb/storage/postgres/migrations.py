@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 
 from ..vectors import PLANES
+from . import rls
 
 MIGRATE_LOCK = 0x5CDB_0001  # pg_advisory_xact_lock key: one migrator at a time
 
@@ -252,12 +253,18 @@ CREATE TABLE unit_keyframes (
 """
 
 
+def _m006_row_security(dim: int) -> str:
+    """Row-level security on the tenant tables and the role the API acts in (D-263)."""
+    return rls.migration_sql()
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
     (1, "base", _m001_base),
     (2, "writes", _m002_writes),
     (3, "auth", _m003_auth),
     (4, "reads", _m004_reads),
     (5, "keyframes", _m005_keyframes),
+    (6, "row_security", _m006_row_security),
 ]
 
 

@@ -11,11 +11,13 @@ of API processes and workers share the database, so this is the only order there
 
 from __future__ import annotations
 
+from ... import acting
 from ...readfilter import ReadFilter, may_read
 from ..ids import now_ms
 from ..protocols_service import ObjectCatalog, ObjectRowsWriter, StoredObject
 from ..protocols_writes import StoredUnit
 from ..sqlite.objects import FileBlobStore
+from . import rls
 from .filter_sql import where_sql
 from .sql import Conn, OnCursor, OnPool, Row, Sql, refuse_nul
 from .write_rows import STORED, PgObjectRows, stored_unit
@@ -58,7 +60,8 @@ def _bytes_held(sql: Sql, owner: str, excluding: str) -> int:
     if "\0" in owner:
         return 0
     return int(
-        sql.rows(
+        rls.unbounded_rows(  # the owner's quota counts its objects in every tenant
+            sql,
             "SELECT coalesce(sum(size), 0) FROM objects WHERE acl_owner = %s AND key <> %s",
             [owner, excluding.replace("\0", "")],
         )[0][0]
@@ -101,7 +104,10 @@ class PgObjectRowsTx(PgObjectRows):
         # resolves to is the last one written), taken under a lock on the key's rows.
         key = obj.object_key
         self.sql.rows("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [KEY_LOCK, key])
-        last = self.sql.rows("SELECT max(created_at) FROM objects WHERE key = %s", [key])
+        # Every row at the key orders the stamp, another tenant's too (a time, nothing else).
+        last = rls.unbounded_rows(
+            self.sql, "SELECT max(created_at) FROM objects WHERE key = %s", [key]
+        )
         stamp = max(now_ms(), int(last[0][0] or 0) + 1)
         rows = self.sql.rows(
             f"INSERT INTO objects({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
@@ -155,7 +161,8 @@ class PgObjectCatalog:
         return [stored_unit(r) for r in rows]
 
     def collect(self, sha256: str) -> bool:
-        with self.conn() as c, c.transaction():
+        # A blob is kept while any tenant's row names it: the references are counted unconfined.
+        with acting.as_system(), self.conn() as c, c.transaction():
             q, params = pin_sql(sha256)
             c.execute(q.encode(), params)
             if blob_refs(OnCursor(c.cursor()), sha256):

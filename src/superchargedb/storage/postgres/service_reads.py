@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ... import acting
 from ...readfilter import ReadFilter
 from ..protocols import UnitRecord
 from ..protocols_search import UnitKey
@@ -103,7 +104,8 @@ class PgUsageReader:
     def units_created(self, principal: str) -> UnitUsage:
         if "\0" in principal:
             return UnitUsage({}, 0)
-        with self.conn() as c:
+        # A principal's usage counts its Units in every tenant, as its quota does (D-263).
+        with acting.as_system(), self.conn() as c:
             rows = c.execute(
                 "SELECT plane, count(*), coalesce(sum(char_length(text)), 0) FROM units"
                 " WHERE created_by = %s GROUP BY plane",

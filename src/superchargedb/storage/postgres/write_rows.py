@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..protocols_writes import DocKey, IdempotencyKey, MediaUse, StoredUnit, UsageCount, Word
+from . import rls
 from .filter_sql import scope_sql
 from .sql import Row, Sql, refuse_nul
 
@@ -104,9 +105,9 @@ class PgQuota:
         self.sql = sql
 
     def docs_used(self, principal: str) -> int:
-        return int(
-            self.sql.rows("SELECT count(*) FROM docs WHERE created_by = %s", [principal])[0][0]
-        )
+        # A principal's quota counts its documents in every tenant (rls.unbounded_rows).
+        q = "SELECT count(*) FROM docs WHERE created_by = %s"
+        return int(rls.unbounded_rows(self.sql, q, [principal])[0][0])
 
     def unknown_docs(self, docs: Sequence[DocKey]) -> set[DocKey]:
         keys = list(dict.fromkeys(docs))
@@ -126,7 +127,8 @@ class PgQuota:
         return {k for i, k in enumerate(keys) if i not in found}
 
     def media_use(self, principal: str) -> MediaUse:
-        r = self.sql.rows(
+        r = rls.unbounded_rows(
+            self.sql,
             "SELECT (SELECT count(*) FROM objects WHERE acl_owner = %s),"
             " (SELECT coalesce(sum(size), 0) FROM objects WHERE acl_owner = %s),"
             " (SELECT count(*) FROM (SELECT DISTINCT scope, doc_id, acl_owner, page FROM units"
@@ -139,7 +141,8 @@ class PgQuota:
         return MediaUse(int(r[0]), int(r[1]), int(r[2]), int(r[3]))
 
     def media_reserved(self, principal: str) -> tuple[int, int]:
-        r = self.sql.rows(
+        r = rls.unbounded_rows(
+            self.sql,
             "SELECT coalesce(sum((p ->> 'cost_pages')::numeric), 0),"
             " coalesce(sum((p ->> 'cost_ms')::numeric), 0)"
             " FROM (SELECT payload::jsonb AS p FROM jobs WHERE principal = %s AND kind = 'derive'"
