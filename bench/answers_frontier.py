@@ -46,6 +46,7 @@ from tqdm import tqdm
 from bench.answers_calib import fit_logistic
 from bench.answers_checks import load
 from bench.answers_metrics import contains
+from bench.common.env import git_commit
 
 REPO = Path(__file__).resolve().parents[1]
 LEXICAL = ("passage_missing", "margin", "bigrams", "max_passage_cov", "specific_cov")
@@ -226,7 +227,9 @@ def markdown(res: dict[str, Any], command: str) -> str:
     lines = [
         "# XQuAD near miss: the refusal frontier of richer signals",
         "",
-        f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} by `{command}`.",
+        f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} by `{command}` (commit"
+        f" `{git_commit()}`), on the records of `bench/answers.py --min-score=-1e9"
+        " --save-records RECORDS.jsonl`.",
         "",
         "Each row: a logistic answerability model (the shipped one, or refit on CALIBRATION with"
         " near misses as negatives), its threshold and check bar chosen on CALIBRATION for the"
