@@ -20,7 +20,9 @@ from superchargedb.answer.question import analyze, split_compound
         ),
         ("When were some of Luther's best-known works published?", "date", ()),
         ("How many nations control this region in total?", "num", ("nations",)),
-        ("What year did the regiment begin?", "date", ("year",)),
+        ("What year did the regiment begin?", "year", ("year",)),
+        ("In what year was the university founded?", "year", ("year",)),
+        ("What century did the regiment begin?", "date", ("century",)),
         ("Which company bought the studio in 1998?", "org", ("company",)),
         ("What is the name of the river that flows through Paris?", "place", ("river",)),
         ("What did Luther translate?", "other", ()),
@@ -103,6 +105,16 @@ def test_compound_question_is_split_at_and_plus_a_question_word():
             None,
         ),
         ("How many seats does the council have?", "The council has 51 seats.", None),
+        # "What year" asks for a year; a month is a date that does not answer it (a "when"
+        # question it does answer).
+        (
+            "What year did Tesla die?",
+            "Tesla died in January, alone in his hotel room.",
+            "type_mismatch",
+        ),
+        ("When did Tesla die?", "Tesla died in January, alone in his hotel room.", None),
+        ("What year did Tesla die?", "Tesla died on 7 January 1943 in New York.", None),
+        ("In what year did the band form?", "The band formed in the late 1990s.", None),
     ],
 )
 def test_verdict(q, sentence, code):

@@ -263,8 +263,9 @@ class AnswerSentence:
 
 @dataclass(frozen=True)
 class QuestionInfo:
-    """What the server recognized the question asks: ``type`` (person, date, num, place, org,
-    yesno, choice, thing, other), its ``focus`` and, for compound questions, its ``parts``."""
+    """What the server recognized the question asks: ``type`` (person, date, year, num, place,
+    org, yesno, choice, thing, other), its ``focus`` and, for compound questions, its
+    ``parts``."""
 
     type: str
     focus: str

@@ -39,6 +39,9 @@ CHECK_MIN_SCORE = 2.0
 # right ones on CALIBRATION but took false refusals to 5.6 %: not adopted.)
 _TOKEN = re.compile(r"[\w'’.-]+")
 _YEARISH = re.compile(r"\d{3,4}s?|\d{1,2}(?:st|nd|rd|th)|\d{1,2}:\d\d|\d{1,2}(?:am|pm)")
+# "What year ...?" asks for a year: a month, a century or "the following spring" is a date
+# that does not answer it ("Tesla died in January" for "What year did Tesla die?").
+_YEAR = re.compile(r"\d{3,4}s?")
 _ORDINALS = frozenset(
     """first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth
     thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth
@@ -58,6 +61,7 @@ _KIND_WORDS = {
     "place": "place",
     "org": "organisation",
     "date": "date",
+    "year": "year",
     "num": "number",
     "choice": "one of the two options",
 }
@@ -88,6 +92,8 @@ def has_type(info: QuestionInfo, text: str) -> bool:
         return any(
             any(c.isdigit() for c in w) or w.lower().strip(".") in T._NUMBER_WORDS for _, w in new
         )
+    if kind == "year":
+        return any(_YEAR.fullmatch(w.strip(".,;:()")) for _, w in new)
     if kind == "date":
         return any(
             _YEARISH.fullmatch(w.strip(".,"))

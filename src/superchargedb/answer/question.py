@@ -2,7 +2,8 @@
 
 No parser or NER model installs offline, so this is rules over the question's words:
 
-* **type**: ``person`` (who), ``date`` (when, what year), ``num`` (how many, what percentage),
+* **type**: ``person`` (who), ``date`` (when, what century), ``year`` (what year: a year, not
+  any date), ``num`` (how many, what percentage),
   ``place`` (where, which city), ``org`` (which company), ``yesno`` (a question opening with an
   auxiliary: "Is", "Did", "Are ... both"), ``choice`` (which of two named options: "A or B"),
   else ``thing`` (what/which with the focus's head noun as its type) or ``other`` (why, how);
@@ -36,7 +37,8 @@ _STOP = AUX | frozenset(
 # Named types (what/which + noun) that fix the answer type; other nouns are ``thing``.
 _NAMED: dict[str, str] = {}
 for _kind, _words in {
-    "date": "year years century decade date month day era period season time",
+    "year": "year years",
+    "date": "century decade date month day era period season time",
     "num": "number percentage percent amount proportion share population size",
     "place": """city town country state county region province place location continent island
         river lake mountain village area district capital nation neighborhood suburb""",
@@ -64,7 +66,7 @@ _BOTH = re.compile(rf"({_CAP_RUN})\s+and\s+({_CAP_RUN})")
 @dataclass(frozen=True)
 class QuestionInfo:
     text: str
-    qtype: str  # person | date | num | place | org | yesno | choice | thing | other
+    qtype: str  # person | date | year | num | place | org | yesno | choice | thing | other
     focus: tuple[str, ...] = ()  # the asked noun phrase's terms, lower case; head last
     constraints: tuple[str, ...] = ()  # the question's other content terms
     options: tuple[str, ...] = ()  # choice / yes-no comparison: the two named sides
