@@ -129,6 +129,18 @@ def bulk_import(
     return imp
 
 
+def vacuum_analyze(engines: dict[str, str]) -> float:
+    """``VACUUM (ANALYZE)`` of the stack's database after the bulk load, as autovacuum would do
+    within minutes (planner statistics; the visibility map the postings' index-only scans
+    need), so the searches do not depend on when it wakes up. Its seconds."""
+    import psycopg
+
+    t0 = time.perf_counter()
+    with psycopg.connect(engines["SCDB_DATABASE_URL"], autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE)")
+    return round(time.perf_counter() - t0, 1)
+
+
 @contextlib.contextmanager
 def engines_running(root: Path) -> Iterator[tuple[dict[str, str], list[int]]]:
     """PostgreSQL, SeaweedFS and Valkey under ``root`` (their settings; the process groups of
@@ -222,6 +234,33 @@ def throughput_run(
     }
 
 
+def throughput_phase(
+    by_cfg: dict[str, Server], quotas: dict[str, list[cgroups.CpuGroup]],
+    engines: cgroups.CpuGroup | None, mixes: dict[str, list[Query]], args: argparse.Namespace,
+) -> dict[str, Any]:  # fmt: skip
+    """Every (query mix, configuration) for ``args.rounds`` rounds, configurations interleaved
+    within a round so a change in the machine's load falls on all of them."""
+    runs = []
+    with progress.bar(total=args.rounds * len(by_cfg) * len(mixes), desc="throughput") as bar:
+        for r in range(args.rounds):
+            for mix, qs in mixes.items():
+                for cfg, srv in by_cfg.items():
+                    out = throughput_run(
+                        srv, quotas[cfg], engines if cfg != "embedded" else None, qs,
+                        args.seconds, args.warmup,
+                    )  # fmt: skip
+                    runs.append({"mix": mix, "config": cfg, "round": r, **out})
+                    progress.write(
+                        f"{mix}, {cfg}, round {r}: {out['rps']} req/s,"
+                        f" {out['cpu_ms_per_request']} CPU ms/request"
+                    )
+                    bar.update(1)
+    summary = {
+        mix: summarize([x for x in runs if x["mix"] == mix]) for mix in mixes
+    }  # fmt: skip
+    return {"runs": runs, "summary": summary}
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per configuration: the median of its rounds (rounds interleave the configurations)."""
     out: dict[str, Any] = {}
@@ -238,18 +277,21 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def goals(lat: dict[str, Any], thr: dict[str, Any]) -> dict[str, Any]:
+def goals(lat: dict[str, Any], thr: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The issue's two goals; the second for each query mix of ``thr``."""
     e, s = lat["embedded"]["1%"], lat["stack"]["1%"]
     ratio = s["wall_ms"]["p50"] / e["wall_ms"]["p50"]
     inner = s["server_less_embed_ms"]["p50"] / max(1e-9, e["server_less_embed_ms"]["p50"])
-    scale = thr["stack x2"]["rps"] / max(1e-9, thr["stack x1"]["rps"])
-    return {
+    out: dict[str, Any] = {
         "p50_ratio_1pct": round(ratio, 2),
         "p50_ratio_1pct_met": ratio <= GOAL_P50_RATIO,
         "p50_ratio_1pct_less_embed": round(inner, 2),
-        "two_vs_one_process": round(scale, 2),
-        "two_vs_one_process_met": scale >= GOAL_SCALE,
+        "two_vs_one_process": {},
     }
+    for mix, t in thr.items():
+        scale = t["stack x2"]["rps"] / max(1e-9, t["stack x1"]["rps"])
+        out["two_vs_one_process"][mix] = {"ratio": round(scale, 2), "met": scale >= GOAL_SCALE}
+    return out
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -281,6 +323,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         with engines_running(root) as (engines, engine_pgids):
             report["import"]["stack"] = bulk_import(st_dir, engines, scale, args.units, args.keep)
+            report["import"]["stack"]["vacuum_analyze_s"] = vacuum_analyze(engines)
             eng_group = None
             if not args.no_cgroups:  # accounting only: new PostgreSQL backends are born inside
                 eng_group = group("engines", None)
@@ -325,22 +368,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for i, pid in enumerate([] if args.no_cgroups else srv.api_pids()):
                     quotas[cfg].append(group(f"{cfg.replace(' ', '')}-{i}", QUOTA_CORES))
                     quotas[cfg][-1].add(pid)
-            runs = []
-            total = args.rounds * len(by_cfg)
-            with progress.bar(total=total, desc="throughput", unit="run") as bar:
-                for r in range(args.rounds):
-                    for cfg, srv in by_cfg.items():
-                        out = throughput_run(
-                            srv, quotas[cfg], eng_group if cfg != "embedded" else None,
-                            queries, args.seconds, args.warmup,
-                        )  # fmt: skip
-                        runs.append({"config": cfg, "round": r, **out})
-                        progress.write(
-                            f"{cfg} round {r}: {out['rps']} req/s,"
-                            f" {out['cpu_ms_per_request']} CPU ms/request"
-                        )
-                        bar.update(1)
-            report["throughput"] = {"runs": runs, "summary": summarize(runs)}
+            mixes = {"all filters": queries, "1% filter": [q for q in queries if q.level == "1%"]}
+            report["throughput"] = throughput_phase(by_cfg, quotas, eng_group, mixes, args)
             for srv in servers:
                 srv.stop()
     finally:
@@ -359,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--units", type=int, default=100_000, help="Units imported into each")
     ap.add_argument("--queries", type=int, default=100, help="queries per filter level")
-    ap.add_argument("--ingest-units", type=int, default=1280, help="Units ingested into each")
+    ap.add_argument("--ingest-units", type=int, default=640, help="Units ingested into each")
     ap.add_argument("--seconds", type=float, default=30.0, help="measured seconds per run")
     ap.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds before each")
     ap.add_argument("--rounds", type=int, default=2, help="throughput rounds (interleaved)")

@@ -62,7 +62,8 @@ def search(client: httpx.Client, q: Query, mode: str = "hybrid") -> dict[str, An
         "server_ms": float(trace["total_ms"]),
         "embed_ms": stage_ms(trace, "embed"),
         "stages": {s["stage"]: float(s["ms"]) for s in trace["stages"] if not s.get("skipped")},
-        "hits": [h["unit_id"] for h in out["hits"]],
+        # Doc ids, not Unit ids: each store made its own Unit ids for the same records.
+        "hits": [h["doc_id"] for h in out["hits"]],
     }
 
 
