@@ -1,5 +1,7 @@
 """The benchmark server: ``superchargedb serve --demo`` in a subprocess on a free loopback port,
-stopped with SIGTERM (then SIGKILL). Shared by the benchmarks that go through HTTP."""
+stopped with SIGTERM (then SIGKILL). Shared by the benchmarks that go through HTTP. With
+``workers`` > 1 (PostgreSQL only) it is ``serve --workers N``: ready once every API process has
+said it serves, and :meth:`Server.api_pids` names them (a CPU quota is per process)."""
 
 from __future__ import annotations
 
@@ -24,10 +26,20 @@ def free_port() -> int:
 class Server:
     """``superchargedb serve --demo`` in a subprocess; stopped with SIGTERM (then SIGKILL)."""
 
-    def __init__(self, data_dir: Path, port: int, log_path: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        log_path: Path,
+        env: dict[str, str],
+        *,
+        demo: bool = True,
+        workers: int = 1,
+    ) -> None:
         self.data_dir, self.port, self.log_path = data_dir, port, log_path
         self.url = f"http://127.0.0.1:{port}"
         self.env = env
+        self.demo, self.workers = demo, workers
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 600.0) -> None:
@@ -40,7 +52,8 @@ class Server:
             str(self.data_dir),
             "--port",
             str(self.port),
-            "--demo",
+            *(["--demo"] if self.demo else []),
+            *(["--workers", str(self.workers)] if self.workers > 1 else []),
         ]
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
         self.proc = subprocess.Popen(
@@ -54,12 +67,36 @@ class Server:
                         f"server exited with {self.proc.returncode}:\n{self.log_tail()}"
                     )
                 try:
-                    if c.get(f"{self.url}/readyz").status_code == 200:
+                    if c.get(f"{self.url}/readyz").status_code == 200 and self._all_serving():
                         return
                 except httpx.TransportError:
                     pass
                 time.sleep(0.5)
         raise RuntimeError(f"server not ready after {timeout:.0f}s:\n{self.log_tail()}")
+
+    def _all_serving(self) -> bool:
+        """Every API process of ``serve --workers N`` has reported serving (the first answers
+        /readyz before the others start)."""
+        if self.workers == 1:
+            return True
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        return all(
+            any(ln.startswith(f"API process {i} (pid ") and ln.endswith(" serving") for ln in lines)
+            for i in range(self.workers)
+        )
+
+    def api_pids(self) -> list[int]:
+        """The API processes: the server itself, or the children of ``serve --workers N``
+        (multiprocessing's resource tracker is not one)."""
+        assert self.proc is not None
+        if self.workers == 1:
+            return [self.proc.pid]
+        kids = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+        return [
+            int(c)
+            for c in kids
+            if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()
+        ]
 
     def log_tail(self, n: int = 40) -> str:
         try:
