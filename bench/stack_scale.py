@@ -22,7 +22,7 @@
 
 Everything started is stopped at the end (SeaweedFS killed, as ``stack down`` does).
 
-    .venv/bin/python -m bench.stack_scale                       # 100k Units (~40 min here)
+    .venv/bin/python -m bench.stack_scale                       # 100k Units (~30 min here)
     .venv/bin/python -m bench.stack_scale --units 5000 --queries 20 --seconds 10 --rounds 1
 
 Writes ``<out>/stack_scale.json``, ``stack_scale.md`` and ``stack_scale.png``.
