@@ -15,10 +15,41 @@ import argparse
 import json
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.answers_metrics import contains
+
+Outcome = tuple[bool, bool] | None  # (answer contains the gold answer, gold document cited)
+
+
+def tally(
+    items: Iterable[tuple[dict[str, Any], Sequence[Outcome], float]], ms: float, bar: float
+) -> tuple[dict[str, Counter[str]], dict[tuple[str, int], Counter[str]]]:
+    """Replay recorded questions at a threshold ``ms`` and a check bar: per half, counts of
+    questions, refusals, gold answers and cited gold per kind; per (half, offset), near misses
+    handled right (refused, or answered with the gold) and wrong. ``outs`` holds the outcome
+    when the checks pass, then the one when they fail (answered only at ``bar`` or above)."""
+    agg: dict[str, Counter[str]] = defaultdict(Counter)
+    near: dict[tuple[str, int], Counter[str]] = defaultdict(Counter)
+    for r, outs, sc in items:
+        h, k = r["half"], r["kind"]
+        agg[h][f"{k}_n"] += 1
+        passed, failed = outs[0], outs[1]
+        out = None if sc < ms else passed if passed is not None else failed if sc >= bar else None
+        if out is None:
+            agg[h][f"{k}_refused"] += 1
+            if k == "near":
+                near[(h, r["offset"])]["ok"] += 1
+            continue
+        gold, cited = out
+        if k == "in":
+            agg[h]["in_gold"] += gold
+            agg[h]["in_cited"] += cited
+        if k == "near":
+            near[(h, r["offset"])]["ok" if gold else "wrong"] += 1
+    return agg, near
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -155,31 +186,9 @@ def refit(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ]
 
     def rates(ms: float, bar: float, scores: list[float] = scores) -> dict[str, dict[str, float]]:
-        agg: dict[str, Counter[str]] = defaultdict(Counter)
-        near: dict[tuple[str, int], Counter[str]] = defaultdict(Counter)
-        for (r, _, _, outs), sc in zip(table, scores, strict=True):
-            h, k = r["half"], r["kind"]
-            agg[h][f"{k}_n"] += 1
-            out = (
-                None
-                if sc < ms
-                else outs[0]
-                if outs[0] is not None
-                else outs[1]
-                if sc >= bar
-                else None
-            )
-            if out is None:
-                agg[h][f"{k}_refused"] += 1
-                if k == "near":
-                    near[(h, r["offset"])]["ok"] += 1
-                continue
-            gold, cited = out
-            if k == "in":
-                agg[h]["in_gold"] += gold
-                agg[h]["in_cited"] += cited
-            if k == "near":
-                near[(h, r["offset"])]["ok" if gold else "wrong"] += 1
+        agg, near = tally(
+            [(r, outs, sc) for (r, _, _, outs), sc in zip(table, scores, strict=True)], ms, bar
+        )
         res = {}
         for h, c in agg.items():
             ok = [v["ok"] / (v["ok"] + v["wrong"]) for (hh, _), v in near.items() if hh == h]

@@ -34,7 +34,6 @@ import argparse
 import json
 import re
 import sys
-from collections import Counter, defaultdict
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,7 +43,7 @@ import numpy as np
 from tqdm import tqdm
 
 from bench.answers_calib import fit_logistic
-from bench.answers_checks import load
+from bench.answers_checks import load, tally
 from bench.answers_metrics import contains
 from bench.common.env import git_commit
 
@@ -151,24 +150,8 @@ def _bigrams(question: str, sentence: str) -> float:
 
 
 def rates(table: list[dict[str, Any]], scores: np.ndarray, ms: float, bar: float) -> dict:
-    agg: dict[str, Counter[str]] = defaultdict(Counter)
-    near: dict[tuple[str, int], Counter[str]] = defaultdict(Counter)
-    for t, sc in zip(table, scores, strict=True):
-        r, (passed, failed) = t["r"], t["outs"]
-        h, k = r["half"], r["kind"]
-        agg[h][f"{k}_n"] += 1
-        out = None if sc < ms else passed if passed is not None else failed if sc >= bar else None
-        if out is None:
-            agg[h][f"{k}_refused"] += 1
-            if k == "near":
-                near[(h, r["offset"])]["ok"] += 1
-            continue
-        gold, cited = out
-        if k == "in":
-            agg[h]["in_gold"] += gold
-            agg[h]["in_cited"] += cited
-        if k == "near":
-            near[(h, r["offset"])]["ok" if gold else "wrong"] += 1
+    items = [(t["r"], t["outs"], float(sc)) for t, sc in zip(table, scores, strict=True)]
+    agg, near = tally(items, ms, bar)
     res = {}
     for h, c in agg.items():
         offs = [v for (hh, _), v in near.items() if hh == h]

@@ -89,7 +89,7 @@ def server_env(anchor: Path, extra: dict[str, str]) -> dict[str, str]:
 
 
 def settings_of(env: dict[str, str]) -> dict[str, Any]:
-    """``SCDB_X=v`` variables as Settings keyword arguments (``x=v``)."""
+    """``SCDB_``-prefixed variables as Settings keyword arguments (lower-cased, prefix dropped)."""
     return {k.removeprefix("SCDB_").lower(): v for k, v in env.items()}
 
 
@@ -428,7 +428,9 @@ def main(argv: list[str] | None = None) -> int:
             "server_settings": {
                 k: v
                 for k, v in server_env(Path("anchor"), {}).items()
-                if k.startswith("SCDB_") and k not in ("SCDB_AUDIT_KEY", "SCDB_AUDIT_ANCHOR_FILE")
+                # The eval data's folder is where this machine keeps it, not a server setting.
+                if k.startswith("SCDB_")
+                and k not in ("SCDB_AUDIT_KEY", "SCDB_AUDIT_ANCHOR_FILE", "SCDB_EVAL_DIR")
             },
             "goals": {"p50_ratio_1pct_max": GOAL_P50_RATIO, "two_vs_one_min": GOAL_SCALE},
         },

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from superchargedb.stack import postgres
+from superchargedb.storage.protocols import UnitRecord
 
 _server: postgres.PostgresServer | None = None
 _lock = threading.Lock()
@@ -88,3 +89,19 @@ def terminate(application_name: str) -> int:
             (application_name,),
         ).fetchall()
     return len(rows)
+
+
+def unit(i: int, scope: str = "acme") -> UnitRecord:
+    """A small text Unit owned by alice (odd ones shared with ``eng``) for backend tests."""
+    return UnitRecord(
+        unit_id=f"u{i}",
+        scope=scope,
+        doc_id=f"d{i}",
+        plane="text",
+        modality="text",
+        text=f"word{i % 13} shared text number {i}",
+        acl_owner="alice",
+        acl_groups=("eng",) if i % 2 else (),
+        content_hash=hashlib.sha256(str(i).encode()).hexdigest(),
+        created_at=1,
+    )

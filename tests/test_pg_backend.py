@@ -3,7 +3,6 @@ writers and appliers of the outbox, concurrent migrators, a tampered audit chain
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from pathlib import Path
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 
 import pg_stack
+from pg_stack import unit
 from superchargedb.errors import ConflictError, ValidationError
 from superchargedb.readfilter import ReadFilter
 from superchargedb.storage.protocols import JobSpec, UnitRecord
@@ -33,21 +33,6 @@ DIM = 8
 def open_(url: str, tmp: Path, **kw: Any) -> PgBackend:
     return PgBackend.open(
         url, dim=DIM, model_id="m", audit_key=bytes(32), objects_dir=tmp / "o", **kw
-    )
-
-
-def unit(i: int, scope: str = "acme") -> UnitRecord:
-    return UnitRecord(
-        unit_id=f"u{i}",
-        scope=scope,
-        doc_id=f"d{i}",
-        plane="text",
-        modality="text",
-        text=f"word{i % 13} shared text number {i}",
-        acl_owner="alice",
-        acl_groups=("eng",) if i % 2 else (),
-        content_hash=hashlib.sha256(str(i).encode()).hexdigest(),
-        created_at=1,
     )
 
 

@@ -3,7 +3,6 @@ through, the API's connections act for the request's tenants and go back to the 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from conftest import add_principal, auth, make_service
 from superchargedb import acting
 from superchargedb.errors import ForbiddenError
 from superchargedb.readfilter import ReadFilter
-from superchargedb.storage.protocols import JobSpec, UnitRecord
+from superchargedb.storage.protocols import JobSpec
 
 if pg_stack.available():
     pytest.skip(pg_stack.available() or "", allow_module_level=True)
@@ -27,21 +26,6 @@ from superchargedb.storage.postgres import filter_sql, rls  # noqa: E402
 from superchargedb.storage.postgres.backend import PgBackend  # noqa: E402
 
 DIM = 8
-
-
-def unit(i: int, scope: str) -> UnitRecord:
-    return UnitRecord(
-        unit_id=f"u{i}",
-        scope=scope,
-        doc_id=f"d{i}",
-        plane="text",
-        modality="text",
-        text=f"shared text number {i}",
-        acl_owner="alice",
-        acl_groups=(),
-        content_hash=hashlib.sha256(str(i).encode()).hexdigest(),
-        created_at=1,
-    )
 
 
 @pytest.fixture
@@ -57,7 +41,7 @@ def backend(tmp_path: Path) -> Iterator[PgBackend]:
     scopes = ["alpha", "alpha/eng", "alpha", "beta", "beta/x", "beta"]
     with b.write() as tx:
         for i, s in enumerate(scopes):
-            tx.units.insert(unit(i, s), np.ones(DIM, np.float32))
+            tx.units.insert(pg_stack.unit(i, s), np.ones(DIM, np.float32))
         for tenant in ("alpha", "beta"):
             tx.docs.reserve([(tenant, "doc", "alice")], "alice", 10)
             tx.jobs.enqueue(JobSpec("k", tenant, "alice", "alice", (), "doc", "{}"))
@@ -108,7 +92,7 @@ def test_each_tenant_table_shows_only_the_acting_tenant(backend: PgBackend) -> N
         assert _count(backend, "units") == 0
     with acting.acting_for(["beta"]):
         with pytest.raises(ForbiddenError), backend.write() as tx:
-            tx.units.insert(unit(99, "alpha"), np.ones(DIM, np.float32))
+            tx.units.insert(pg_stack.unit(99, "alpha"), np.ones(DIM, np.float32))
         with backend._conn() as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("UPDATE meta SET value = 'x' WHERE key = 'model_id'")
     assert _count(backend, "units") == 6  # the refused write left nothing behind

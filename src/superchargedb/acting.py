@@ -22,9 +22,13 @@ def tenant_of(scope: str) -> str:
     return scope.split("/", 1)[0]
 
 
+def _tenants(scopes: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({tenant_of(s) for s in scopes if s}))
+
+
 def act_for(scopes: Iterable[str]) -> None:
     """Confine the rest of this context (one request) to the tenants of ``scopes``."""
-    _ACTING.set(tuple(sorted({tenant_of(s) for s in scopes if s})))
+    _ACTING.set(_tenants(scopes))
 
 
 def acting_tenants() -> tuple[str, ...] | None:
@@ -35,7 +39,7 @@ def acting_tenants() -> tuple[str, ...] | None:
 @contextmanager
 def acting_for(scopes: Iterable[str]) -> Iterator[None]:
     """``act_for`` for a block only (tests, background work done for one principal)."""
-    token = _ACTING.set(tuple(sorted({tenant_of(s) for s in scopes if s})))
+    token = _ACTING.set(_tenants(scopes))
     try:
         yield
     finally:

@@ -60,14 +60,13 @@ def unbounded_rows(sql: Sql, q: str, params: Sequence[object] = ()) -> list[Row]
     if acting.acting_tenants() is None:
         return sql.rows(q, params)
     if isinstance(sql, OnCursor):
-        # Inside the caller's transaction: leave the role for this statement only.
-        was = sql.cur.execute("SELECT current_setting('role')").fetchone()
+        # Inside the caller's transaction (its connection entered the role when it was
+        # borrowed, as the request acts): leave the role for this statement only.
         sql.cur.execute("SELECT set_config('role', 'none', true)")
         try:
             return sql.rows(q, params)
         finally:
-            back = str(was[0]) if was else "none"
-            sql.cur.execute("SELECT set_config('role', %s, true)", (back,))
+            sql.cur.execute("SELECT set_config('role', %s, true)", (ROLE,))
     with acting.as_system():
         return sql.rows(q, params)
 
