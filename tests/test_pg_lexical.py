@@ -26,6 +26,7 @@ if pg_stack.available():
 
 from superchargedb.storage.postgres import lexical  # noqa: E402
 from superchargedb.storage.postgres.backend import PgBackend  # noqa: E402
+from superchargedb.storage.postgres.search_store import PgSearchStore  # noqa: E402
 
 DIM = 8
 KEY = bytes(range(32))
@@ -167,24 +168,36 @@ def test_same_top10_as_the_embedded_backend(both: tuple[Any, Any], query: str) -
             assert h.score == ref[h.unit_id], (query, h.unit_id, h.score - ref[h.unit_id])
 
 
+@pytest.mark.parametrize("path", ["postings", "derived"])
 @pytest.mark.parametrize("query", QUERIES)
 def test_the_search_views_lexical_leg_ranks_as_the_embedded_ones(
-    both: tuple[Any, Any], query: str
+    both: tuple[Any, Any], query: str, path: str
 ) -> None:
     """The search path's leg (``SearchView.lexical``, integer keys hydrated to hit rows) gives
-    the embedded backend's Units in its order, checked, whether or not the caller defers."""
+    the embedded backend's Units in its order, whether or not the caller defers the check: from
+    the postings in SQL, and from the process's derived index (D-267), which answers unchecked
+    when the caller re-checks and leaves a query with a phrase to SQL."""
     lite, pg = both
+    tail = None
+    if path == "derived":
+        tail = pg.lexical_tail
+        tail.catch_up()
+        assert tail.ready
+    store = PgSearchStore(pg._conn, pg.exact_max, tail)
     terms = query_terms(query)
+    phrase = any(len(toks) > 1 for _, toks in lexical.phrases_of(terms))
+    derived = path == "derived" and not phrase
     for rf in readers():
         want_view = lite.search.view(rf)
         want_leg = want_view.lexical(terms, 10, defer_check=False)
         want_rows = want_view.hits(want_leg.keys)
         want = [want_rows[k].unit_id for k in want_leg.keys]
         for defer in (False, True):
-            view = pg.search.view(rf)
+            view = store.view(rf)
             leg = view.lexical(terms, 10, defer_check=defer)
             rows = view.hits(leg.keys)
-            assert leg.checked
+            assert leg.detail == ("bm25 (derived)" if derived else "bm25 (postings)")
+            assert leg.checked is not (derived and defer)
             assert [rows[k].unit_id for k in leg.keys] == want, (query, rf.principal, defer)
 
 

@@ -24,6 +24,7 @@ import psycopg  # noqa: E402
 
 from superchargedb.storage.postgres import filter_sql, rls  # noqa: E402
 from superchargedb.storage.postgres.backend import PgBackend  # noqa: E402
+from superchargedb.storage.postgres.search_store import PgSearchStore  # noqa: E402
 
 DIM = 8
 
@@ -56,8 +57,11 @@ def _count(b: PgBackend, table: str) -> int:
 
 
 def _lexical(b: PgBackend, scopes: tuple[str, ...]) -> set[int]:
+    """The lexical leg in SQL (the derived index's candidates come from its own signature
+    filter, which this file does not break; its exact re-check is the SQL filter again)."""
     rf = ReadFilter(principal="alice", scopes=scopes, groups=frozenset(), planes=("text",))
-    return set(b.search.view(rf).lexical(["shared"], 50, defer_check=False).keys)
+    store = PgSearchStore(b._conn, b.exact_max, None)
+    return set(store.view(rf).lexical(["shared"], 50, defer_check=False).keys)
 
 
 def _break_filter(monkeypatch: pytest.MonkeyPatch) -> None:

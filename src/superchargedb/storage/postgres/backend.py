@@ -44,6 +44,7 @@ from .audit_trail import PgAuditTrail
 from .counts import PgCounts
 from .doctor import doctor
 from .job_views import PgJobViews
+from .lexical_tail import LexicalTail
 from .object_catalog import PgObjectCatalog
 from .parts import (
     PgAudit,
@@ -90,6 +91,7 @@ class PgBackend:
         self.application_name = application_name
         self.audit_anchor = audit_anchor  # the signed audit head kept outside the database
         self.tx_config = TxConfig(model_id, audit_key, max_attempts)
+        self.lexical_tail = LexicalTail(self._conn)  # built on the first search (D-267)
 
     @classmethod
     def open(
@@ -209,7 +211,7 @@ class PgBackend:
 
     @property
     def search(self) -> PgSearchStore:
-        return PgSearchStore(self._conn, self.exact_max)
+        return PgSearchStore(self._conn, self.exact_max, self.lexical_tail)
 
     @property
     def outbox(self) -> PgOutbox:
@@ -331,6 +333,7 @@ class PgBackend:
         except psycopg.OperationalError:
             pass  # the next process to close anchors the head
         finally:
+            self.lexical_tail.close()
             self.pool.close()
 
 

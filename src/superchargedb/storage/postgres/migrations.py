@@ -258,6 +258,20 @@ def _m006_row_security(dim: int) -> str:
     return rls.migration_sql()
 
 
+def _m007_outbox_tail(dim: int) -> str:
+    """The outbox as a log each process's derived lexical index tails (D-267): every row
+    carries its transaction's id, applied rows are kept ``outbox.RETAIN_S``, and ``lex_stats``
+    records the newest transaction id pruned (the applier that prunes may act in the tenant
+    role, which writes ``lex_stats`` and not ``meta``) so a process that fell behind rebuilds."""
+    return """
+ALTER TABLE outbox ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+  ADD COLUMN at timestamptz NOT NULL DEFAULT now();
+CREATE INDEX outbox_xid ON outbox (xid);
+CREATE INDEX outbox_at ON outbox (at);
+ALTER TABLE lex_stats ADD COLUMN pruned_xid xid8 NOT NULL DEFAULT '0';
+"""
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
     (1, "base", _m001_base),
     (2, "writes", _m002_writes),
@@ -265,6 +279,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
     (4, "reads", _m004_reads),
     (5, "keyframes", _m005_keyframes),
     (6, "row_security", _m006_row_security),
+    (7, "outbox_tail", _m007_outbox_tail),
 ]
 
 

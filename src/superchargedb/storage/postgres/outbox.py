@@ -11,6 +11,9 @@ one applier at a time, in any process, and writers never wait on it). The deltas
 rows that commit out of sequence order are applied whenever they become visible, each exactly
 once: the batch's sums and its ``applied`` flags commit together. ``applied()`` is the highest
 sequence number below which every committed row is applied.
+
+Applied rows stay ``RETAIN_S``: each API process's derived lexical index reads them by
+transaction id (``lexical_tail.py``, D-267), then ``prune`` drops them.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from .lexical import term_deltas
 
 APPLY_LOCK = 0x5CDB_0002
 BATCH = 5000
+# How long applied rows stay for the processes' derived lexical indexes to tail: one that has
+# not caught up for longer rebuilds (it searches in SQL meanwhile).
+RETAIN_S = 600.0
 
 
 def append(
@@ -55,7 +61,7 @@ def applied(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
-def _apply_batch(conn: psycopg.Connection[Any]) -> int:
+def _apply_batch(conn: psycopg.Connection[Any], retain_s: float) -> int:
     """One batch in one transaction; returns how many rows it applied."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (APPLY_LOCK,))
@@ -83,15 +89,25 @@ def _apply_batch(conn: psycopg.Connection[Any]) -> int:
             conn.execute("DELETE FROM lex_terms WHERE term = ANY(%s::text[]) AND df <= 0", (terms,))
         seqs = [int(r[0]) for r in rows]
         conn.execute("UPDATE outbox SET applied = true WHERE seq = ANY(%s::bigint[])", (seqs,))
-        # Applied rows are history: keep only the newest, which head() and applied() read.
-        conn.execute(
-            "DELETE FROM outbox WHERE applied AND seq < (SELECT max(seq) FROM outbox WHERE applied)"
-        )
+        prune(conn, retain_s)
         return len(rows)
 
 
-def replay(conn: psycopg.Connection[Any]) -> int:
+def prune(conn: psycopg.Connection[Any], retain_s: float = RETAIN_S) -> None:
+    """Drop applied rows older than ``retain_s`` (the newest applied row stays: head() and
+    applied() read it) and record the newest transaction id dropped, which tells a process's
+    derived lexical index whose watermark it passes that it missed rows (``lexical_tail.py``)."""
+    conn.execute(
+        "WITH d AS (DELETE FROM outbox WHERE applied AND at < now() - make_interval(secs => %s)"
+        " AND seq < (SELECT max(seq) FROM outbox WHERE applied) RETURNING xid)"
+        " UPDATE lex_stats SET pruned_xid = greatest(pruned_xid, (SELECT max(xid) FROM d))"
+        " WHERE id = 1 AND EXISTS (SELECT 1 FROM d)",
+        (float(retain_s),),
+    )
+
+
+def replay(conn: psycopg.Connection[Any], retain_s: float = RETAIN_S) -> int:
     """Apply every committed row not yet applied (autocommit connection); returns applied()."""
-    while _apply_batch(conn) == BATCH:
+    while _apply_batch(conn, retain_s) == BATCH:
         pass
     return applied(conn)

@@ -28,6 +28,7 @@ from ..sqlite.units import unit_link
 from . import lexical as lexical_sql
 from . import vectors as vectors_sql
 from .filter_sql import where_sql
+from .lexical_tail import LexicalTail
 
 Conn = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 
@@ -66,9 +67,10 @@ def fetch_hit_rows(
 
 
 class PgSearchStore:
-    def __init__(self, conn: Conn, exact_max: int) -> None:
+    def __init__(self, conn: Conn, exact_max: int, tail: LexicalTail | None = None) -> None:
         self.conn = conn
         self.exact_max = exact_max
+        self.tail = tail
 
     def view(self, rf: ReadFilter) -> PgSearchView:
         return PgSearchView(self, rf)
@@ -99,7 +101,19 @@ class PgSearchView:
         return Leg([k for _, k in scored[:depth]], detail, checked=True)
 
     def lexical(self, terms: Sequence[str], depth: int, *, defer_check: bool) -> Leg:
-        # ``defer_check`` changes nothing: the SQL filter is exact, so the leg is checked.
+        """The process's derived index when it can answer (D-267): unchecked when the caller
+        re-checks (``defer_check``), else through the exact filter; else BM25 in SQL."""
+        tail = self.s.tail
+        if tail is not None and terms:
+            if tail.ready:
+                tail.catch_up()
+            else:
+                tail.start()
+            if tail.ready:
+                with self.s.conn() as conn:
+                    keys = tail.search(conn, terms, depth, self.rf, checked=not defer_check)
+                if keys is not None:
+                    return Leg(keys, "bm25 (derived)", checked=not defer_check)
         with self.s.conn() as conn:
             rows = lexical_sql.search_rows(conn, terms, depth, self.rf)
         return Leg([k for k, _, _ in rows], "bm25 (postings)", checked=True)

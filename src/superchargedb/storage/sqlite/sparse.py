@@ -26,7 +26,7 @@ import shutil
 import sqlite3
 import threading
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain, count
 from pathlib import Path
 from typing import Any
@@ -251,30 +251,42 @@ class SparseIndex:
                 for r in conn.execute(f"{_ROW_SQL} WHERE id IN ({marks})", part):
                     rows[int(r["id"])] = r
             faults.point("sparse.apply.before")
-            i = 0
-            while i < len(todo):
-                seq, op, key = todo[i]
-                if op == "remove":
-                    self._remove(key)
-                    i += 1
-                    continue
-                j = i
-                fresh: dict[int, Any] = {}
-                while j < len(todo) and todo[j][1] == "add":
-                    k = todo[j][2]
-                    r = rows.get(k)
-                    if r is not None:
-                        if k < len(self.live) and self.live[k]:
-                            self._refresh(r)
-                        else:
-                            fresh.setdefault(k, r)
-                    j += 1
-                self._add(self._analyze(list(fresh.values())))
-                i = j
+            self._apply_ops([(op, key) for _, op, key in todo], rows)
             self.applied = todo[-1][0]
             if self._delta_docs >= self.delta_max:
                 self._flush_delta()
             faults.point("sparse.apply.after")
+
+    def apply_rows(self, ops: Sequence[tuple[str, int]], rows: Mapping[int, Any]) -> None:
+        """Apply ``(op, key)`` in order with the Units' current ``rows`` (an ``add`` whose key
+        has no row was deleted since, and is skipped). Idempotent, whatever was applied
+        before: the PostgreSQL backend's tail re-reads a window of ops (``lexical_tail.py``)."""
+        with self._mutex:
+            self._apply_ops(ops, rows)
+            if self._delta_docs >= self.delta_max:
+                self._flush_delta()
+
+    def _apply_ops(self, ops: Sequence[tuple[str, int]], rows: Mapping[int, Any]) -> None:
+        i = 0
+        while i < len(ops):
+            op, key = ops[i]
+            if op == "remove":
+                self._remove(key)
+                i += 1
+                continue
+            j = i
+            fresh: dict[int, Any] = {}
+            while j < len(ops) and ops[j][0] == "add":
+                k = ops[j][1]
+                r = rows.get(k)
+                if r is not None:
+                    if k < len(self.live) and self.live[k]:
+                        self._refresh(r)
+                    else:
+                        fresh.setdefault(k, r)
+                j += 1
+            self._add(self._analyze(list(fresh.values())))
+            i = j
 
     def advance(self, seq: int) -> None:
         """Every outbox op up to ``seq`` is known to be applied (none were pending)."""
@@ -462,21 +474,20 @@ class SparseIndex:
 
     def rebuild(self, conn: sqlite3.Connection, seq: int, batch: int = 20_000) -> None:
         """Replace the index with the catalog's current Units, as of outbox ``seq``."""
-        with self._mutex:
-            self._reset()
-            self._n_seg = self._max_seg_on_disk()  # never reuse a name an old file may hold
+
+        def batches() -> Iterator[Sequence[Any]]:
             last = 0
             while True:
                 rows = conn.execute(
                     f"{_ROW_SQL} WHERE id > ? ORDER BY id LIMIT ?", (last, batch)
                 ).fetchall()
                 if not rows:
-                    break
-                self._add(self._analyze(rows))
+                    return
+                yield rows
                 last = int(rows[-1]["id"])
-                if self._delta_docs >= self.delta_max:
-                    self._flush_delta()
-                faults.point("sparse.rebuild.batch")
+
+        with self._mutex:
+            self._load(batches())
             self.applied = seq
             self.durable = 0
             # Old files describe another state: the next checkpoint writes a fresh set.
@@ -484,6 +495,21 @@ class SparseIndex:
                 (self.dir / "terms.txt").unlink(missing_ok=True)
                 for _, p in self._states():
                     p.unlink(missing_ok=True)
+
+    def load_rows(self, batches: Iterable[Sequence[Any]]) -> None:
+        """Replace the index with the Units of ``batches`` (rows in ascending id order, with
+        the columns of ``_ROW_SQL``): how another store's process builds it (no checkpoint)."""
+        with self._mutex:
+            self._load(batches)
+
+    def _load(self, batches: Iterable[Sequence[Any]]) -> None:
+        self._reset()
+        self._n_seg = self._max_seg_on_disk()  # never reuse a name an old file may hold
+        for rows in batches:
+            self._add(self._analyze(rows))
+            if self._delta_docs >= self.delta_max:
+                self._flush_delta()
+            faults.point("sparse.rebuild.batch")
 
     def _max_seg_on_disk(self) -> int:
         best = 0
