@@ -1,11 +1,13 @@
 """The search path on PostgreSQL (``SearchStore`` / ``SearchView`` of ``protocols_search.py``).
 
-Keys are the ``units`` table's bigint ids. Both legs run the filter in SQL on ``units`` itself
-(the dense leg's exact or HNSW scan, ``vectors.py``; BM25 from the transactional postings,
-``lexical.py``), so every key they return passed the exact filter in that statement's snapshot
-and each leg is ``checked``: no derived index trails the catalog here (D-240). The re-check is
-still exact when asked (it is the hydration with the filter), and the hydration is one
-statement whatever the number of keys.
+Keys are the ``units`` table's bigint ids. The dense leg runs the filter in SQL on ``units``
+itself (the exact or HNSW scan, ``vectors.py``), so its keys passed the exact filter in that
+statement's snapshot and it is ``checked`` (D-240). The lexical leg comes from the process's
+derived index once it is built (``lexical_tail.py``, D-267), caught up with the outbox first:
+unchecked when the caller re-checks, else through the exact filter; before that, and where the
+index cannot answer, BM25 from the transactional postings in SQL (``lexical.py``). The re-check
+is exact (it is the hydration with the filter), and the hydration is one statement whatever the
+number of keys.
 
 A view holds no connection between calls (the Protocol has no close): each call takes one from
 the pool and reads the newest committed snapshot. A Unit deleted between a leg and the
