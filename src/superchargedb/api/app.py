@@ -84,6 +84,9 @@ def create_app(svc: Service) -> FastAPI:
         default_response_class=OrjsonResponse,
     )
     app.state.svc = svc
+    # Asked once now: a process on PostgreSQL starts building its lexical index (D-267) here,
+    # not on its first search.
+    _ = svc.ready
     s = svc.settings
     # Key lookup, then the whole body (size limit, minimum rate), then a fair slot.
     app.add_middleware(AdmissionMiddleware, svc=svc)

@@ -280,8 +280,12 @@ class PgBackend:
 
     @property
     def ready(self) -> bool:
-        """Nothing to load: every index is the database's own."""
-        return True
+        """Whether this process's lexical index is built (``/readyz`` asks, which starts the
+        build in the background: a balancer then routes to warmed processes). Searches before
+        it is answered in SQL; an index that could not be built leaves them there."""
+        tail = self.lexical_tail
+        tail.start()
+        return tail.ready or tail.failed
 
     def sizes(self) -> Mapping[str, float]:
         with acting.as_system(), self._conn() as conn:

@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 Conn = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 _ROWS = "SELECT id, text, context, scope, plane, modality, acl_owner, acl_groups FROM units"
 BATCH = 20_000
+INLINE_MAX = 5_000  # a store with fewer Units builds in the first search (~0.5 s at most)
 
 
 def _row(r: tuple[Any, ...]) -> dict[str, Any]:
@@ -83,14 +84,25 @@ class LexicalTail:
         self.applied_ops = 0
         self._builder: threading.Thread | None = None
         self._closed = False
+        self.failed = False  # the background build raised: SQL answers
 
     @property
     def ready(self) -> bool:
         return self._xmin is not None
 
     def start(self) -> None:
-        """Build the index in the background, once (searches use SQL until it is ready): a
-        process that never searches (a media worker, the CLI) never builds it."""
+        """Build the index, once: at once when the store is small (under a second), else in the
+        background (searches use SQL until it is ready). A process that never searches or asks
+        ``/readyz`` (a media worker, the CLI) never builds it."""
+        if self.ready or self._builder is not None or self.failed:
+            return
+        with acting.as_system(), self.conn() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM units LIMIT %s) s", (INLINE_MAX,)
+            ).fetchone()
+        if row is not None and int(row[0]) < INLINE_MAX:
+            self._first()
+            return
         with self._lock:
             if self._builder is not None or self._closed:
                 return
@@ -101,6 +113,7 @@ class LexicalTail:
         try:
             self.catch_up()
         except Exception:  # the store went away (closing): searches keep using SQL
+            self.failed = True
             log.warning("the derived lexical index could not be built", exc_info=True)
 
     def close(self) -> None:
