@@ -116,6 +116,10 @@ def test_a_lower_sequence_number_committed_later_is_not_missed(
         assert appended.wait(30)
         _insert(a, 4, "the quick serac")
         assert _found(b, "serac") == ["u4"]
+        # X holds the snapshot's xmin below Y: each catch-up reads Y's row again, applies it once.
+        applied = b.lexical_tail.applied_ops
+        assert _found(b, "serac") == ["u4"]
+        assert b.lexical_tail.applied_ops == applied
     finally:
         release.set()
         t.join(30)

@@ -85,6 +85,7 @@ class LexicalTail:
         self._builder: threading.Thread | None = None
         self._closed = False
         self.failed = False  # the background build raised: SQL answers
+        self._seen: set[int] = set()  # outbox seqs applied that the next catch-up reads again
 
     @property
     def ready(self) -> bool:
@@ -141,8 +142,9 @@ class LexicalTail:
             xmin, missed = str(row[0]), bool(row[1])
             if self._xmin is None or missed:
                 self._build(conn)
+                self._seen = set()
             else:
-                self._apply(conn, self._xmin)
+                self._apply(conn, self._xmin, int(xmin))
             self._xmin = xmin
 
     def _build(self, conn: psycopg.Connection[Any]) -> None:
@@ -162,13 +164,15 @@ class LexicalTail:
         self.index.load_rows(batches())
         self.rebuilds += 1
 
-    def _apply(self, conn: psycopg.Connection[Any], since: str) -> None:
-        ops = [
-            (str(op), int(unit))
-            for op, unit in conn.execute(
-                "SELECT op, unit FROM outbox WHERE xid >= %s::xid8 ORDER BY seq", (since,)
-            )
-        ]
+    def _apply(self, conn: psycopg.Connection[Any], since: str, xmin: int) -> None:
+        got = conn.execute(
+            "SELECT seq, op, unit, xid::text FROM outbox WHERE xid >= %s::xid8 ORDER BY seq",
+            (since,),
+        ).fetchall()
+        ops = [(str(op), int(unit)) for seq, op, unit, _ in got if int(seq) not in self._seen]
+        # The rows read again next time (a transaction at or above this snapshot's xmin, held
+        # open by a long one such as a backup's snapshot) are not applied twice.
+        self._seen = {int(seq) for seq, _, _, x in got if int(x) >= xmin}
         if not ops:
             return
         adds = sorted({k for op, k in ops if op == "add"})
