@@ -272,6 +272,12 @@ ALTER TABLE lex_stats ADD COLUMN pruned_xid xid8 NOT NULL DEFAULT '0';
 """
 
 
+def _m008_plane_scope(dim: int) -> str:
+    """The dense leg's bounded count per plane as one range of ``(plane, scope)`` (D-268): on the
+    scope's index alone, a plane without Units in a broad scope was a scan of the whole scope."""
+    return "CREATE INDEX units_plane_scope ON units (plane, scope);"
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
     (1, "base", _m001_base),
     (2, "writes", _m002_writes),
@@ -280,6 +286,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
     (5, "keyframes", _m005_keyframes),
     (6, "row_security", _m006_row_security),
     (7, "outbox_tail", _m007_outbox_tail),
+    (8, "plane_scope", _m008_plane_scope),
 ]
 
 
