@@ -32,10 +32,11 @@ from .filter_sql import count_admitted, where_sql
 Plan = Literal["exact", "hnsw"]
 # An exact scan here costs ~5-10 us a row (wide heap rows, one distance each): p50 1.0 / 28 /
 # 133 ms at 300 / 3,000 / 29,700 admitted 384-d rows, where the iterative HNSW scan took 1.4 /
-# 8.2 / 4.1 ms (bench/results/pg_legs.md, both plans forced, a loaded 2-core machine). So exact
-# only up to 1,000 rows (~10 ms at worst, recall 1.0), a twentieth of the embedded store's SIMD
-# scan; the bounded count that decides took 0.4 / 14 / 2 ms there.
-EXACT_MAX = 1_000
+# 8.2 / 4.1 ms (bench/results/pg_legs.md, both plans forced, a loaded 2-core machine). But the
+# walk slows as the filter narrows (it visits ~k / selectivity tuples): a 1 % filter over 100k
+# Units (~1,000 admitted, depth 100) took 117 ms by HNSW and 14 ms exact (D-269). So exact up to
+# 2,000 rows (~20 ms at worst, recall 1.0); the bounded count that decides takes a few ms.
+EXACT_MAX = 2_000
 MAX_SCAN_TUPLES = 20_000  # pgvector's default budget of an iterative scan
 # The scan's candidate list: 4k (the embedded store's unfiltered over-fetch), at least 100. On
 # 4,000 random 48-d vectors recall@10 was 0.94 / 0.98 / 0.99 / 1.0 at ef 40 / 64 / 100 / 200
@@ -80,10 +81,20 @@ def _hnsw(
 ) -> Any:
     sql, params = hnsw_sql(plane, rf)
     with conn.transaction():
-        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(EF_MIN, 4 * k))}".encode())
-        conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {int(budget)}".encode())
+        _hnsw_settings(conn, k, budget)
         return conn.execute(sql.encode(), [q, *params, q, k]).fetchall()
+
+
+def _hnsw_settings(conn: psycopg.Connection[Any], k: int, budget: int = MAX_SCAN_TUPLES) -> None:
+    """The HNSW statement's transaction settings. ``enable_sort`` off: the caller counted more
+    admitted rows than an exact scan should read, and the graph walk is the one plan without a
+    sort, so the planner takes it even when it misjudges the filter (row-level security's tenant
+    predicate beside an owner-or-group filter: it expected a few hundred rows and scanned and
+    sorted 100k, 314 ms; D-269)."""
+    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(EF_MIN, 4 * k))}".encode())
+    conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {int(budget)}".encode())
+    conn.execute("SET LOCAL enable_sort = off")
 
 
 def plan_for(
@@ -154,7 +165,8 @@ def explain(
         sql, params = hnsw_sql(plane, rf)
         args = [q, *params, q, k]
     with conn.transaction():
-        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        if plan == "hnsw":
+            _hnsw_settings(conn, k)
         rows = conn.execute(b"EXPLAIN " + sql.encode(), args).fetchall()
     return plan, "\n".join(str(r[0]) for r in rows)
 
