@@ -61,6 +61,17 @@ def exact_sql(plane: str, rf: ReadFilter) -> tuple[str, list[object]]:
     )
 
 
+def bounded_sql(plane: str, rf: ReadFilter) -> tuple[str, list[object]]:
+    """The exact scan over at most ``cap + 1`` admitted rows (bound), with their count."""
+    where, params = where_sql(rf, plane)
+    return (
+        "WITH c AS MATERIALIZED (SELECT u.id, u.unit_id, u.embedding <=> %s AS d FROM units u"
+        f" WHERE {where} LIMIT %s) SELECT id, unit_id, d, (SELECT count(*) FROM c) FROM c"
+        " ORDER BY d, id LIMIT %s",
+        params,
+    )
+
+
 def hnsw_sql(plane: str, rf: ReadFilter) -> tuple[str, list[object]]:
     where, params = where_sql(rf, plane)
     return (
@@ -74,6 +85,18 @@ def hnsw_sql(plane: str, rf: ReadFilter) -> tuple[str, list[object]]:
 def _exact(conn: psycopg.Connection[Any], plane: str, q: HalfVector, k: int, rf: ReadFilter) -> Any:
     sql, params = exact_sql(plane, rf)
     return conn.execute(sql.encode(), [q, *params, k]).fetchall()
+
+
+def _exact_bounded(
+    conn: psycopg.Connection[Any], plane: str, q: HalfVector, k: int, rf: ReadFilter, cap: int
+) -> tuple[Any, int]:
+    """The exact top ``k`` and how many rows the filter admits, counting no further than
+    ``cap + 1``, in one statement: the bounded count that chooses the plan reads the rows the
+    exact scan needs, so a selective filter costs one pass instead of two (a 1 % filter over
+    100k Units: the count alone was 7-10 ms of 24)."""
+    sql, params = bounded_sql(plane, rf)
+    rows = conn.execute(sql.encode(), [q, *params, cap + 1, k]).fetchall()
+    return [r[:3] for r in rows], (int(rows[0][3]) if rows else 0)
 
 
 def _hnsw(
@@ -118,13 +141,9 @@ def search_rows(
     q = _query(vector)
     if q is None:
         return [], "exact"
-    n = count_admitted(conn, rf, exact_max, plane)
-    if n == 0:
-        return [], "exact"
+    rows, n = _exact_bounded(conn, plane, q, k, rf, exact_max)
     plan: Plan = "exact"
-    if n <= exact_max:
-        rows = _exact(conn, plane, q, k, rf)
-    else:
+    if n > exact_max:
         plan = "hnsw"
         rows = _hnsw(conn, plane, q, k, rf, MAX_SCAN_TUPLES)
         if len(rows) < k:
@@ -159,8 +178,8 @@ def explain(
     assert q is not None, "a zero vector searches nothing"
     plan = plan_for(conn, plane, rf, exact_max)
     if plan == "exact":
-        sql, params = exact_sql(plane, rf)
-        args: list[object] = [q, *params, k]
+        sql, params = bounded_sql(plane, rf)  # the statement search_rows runs first
+        args: list[object] = [q, *params, exact_max + 1, k]
     else:
         sql, params = hnsw_sql(plane, rf)
         args = [q, *params, q, k]
