@@ -5,12 +5,13 @@ A filtered HNSW scan without iterative scan loses most hits under a selective fi
 0.04 at a 1 % filter, measured); with ``hnsw.iterative_scan = relaxed_order`` it keeps scanning
 until ``k`` rows pass the filter. So the rule (D-202):
 
-* count the Units the filter admits in the plane, stopping at ``exact_max + 1`` (a bounded scan
-  of the btree/GIN filter indexes); at most ``exact_max``: **exact**, every admitted row's
-  distance computed (recall 1.0), in a ``MATERIALIZED`` CTE the HNSW index cannot serve;
+* one statement reads at most ``exact_max + 1`` admitted rows of the plane (a bounded scan of
+  the btree/GIN filter indexes), each with its distance, in a ``MATERIALIZED`` CTE the HNSW
+  index cannot serve, and returns their top ``k`` and their count; at most ``exact_max``: that
+  is the **exact** answer (recall 1.0);
 * more: **HNSW** with iterative scan (``relaxed_order``, then re-sorted), ``ef_search``
-  ``max(100, 4k)``; if it returns fewer than ``k`` rows, once more with four times the scan
-  budget, then exact.
+  ``max(100, 4k)``, sorts off so the planner cannot trade the walk for a scan (D-269); if it
+  returns fewer than ``k`` rows, once more with four times the scan budget, then exact.
 
 Scores are cosine similarities (``1 - distance``), best first, ties to the older Unit, as the
 embedded store returns them.
