@@ -75,8 +75,9 @@ class LexicalTail:
 
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
-        self.dir = Path(tempfile.mkdtemp(prefix="scdb-lexical-"))
-        self.index = SparseIndex(self.dir, tokenizer())
+        # Made on the first build: a process that never searches leaves nothing on disk.
+        self.dir: Path | None = None
+        self.index = SparseIndex(Path(), tokenizer())
         self.searcher = SparseSearcher(self.index)
         self._lock = threading.Lock()
         self._xmin: str | None = None  # None: not built
@@ -123,7 +124,8 @@ class LexicalTail:
             builder = self._builder
         if builder is not None:
             builder.join(timeout=60)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- keeping up ------------------------------------------------------------------------
     def catch_up(self) -> None:
@@ -161,25 +163,27 @@ class LexicalTail:
 
         if self._xmin is not None:
             log.warning("the outbox was pruned past this process's lexical index: rebuilding")
+        if self.dir is None:
+            self.dir = self.index.dir = Path(tempfile.mkdtemp(prefix="scdb-lexical-"))
         self.index.load_rows(batches())
         self.rebuilds += 1
 
     def _apply(self, conn: psycopg.Connection[Any], since: str, xmin: int) -> None:
-        got = conn.execute(
+        window = conn.execute(
             "SELECT seq, op, unit, xid::text FROM outbox WHERE xid >= %s::xid8 ORDER BY seq",
             (since,),
         ).fetchall()
-        ops = [(str(op), int(unit)) for seq, op, unit, _ in got if int(seq) not in self._seen]
+        ops = [(str(op), int(unit)) for seq, op, unit, _ in window if int(seq) not in self._seen]
         # The rows read again next time (a transaction at or above this snapshot's xmin, held
         # open by a long one such as a backup's snapshot) are not applied twice.
-        self._seen = {int(seq) for seq, _, _, x in got if int(x) >= xmin}
+        self._seen = {int(seq) for seq, _, _, x in window if int(x) >= xmin}
         if not ops:
             return
         adds = sorted({k for op, k in ops if op == "add"})
         rows = {}
         if adds:
-            got = conn.execute(f"{_ROWS} WHERE id = ANY(%s)", (adds,)).fetchall()
-            rows = {int(r[0]): _row(r) for r in got}
+            found = conn.execute(f"{_ROWS} WHERE id = ANY(%s)", (adds,)).fetchall()
+            rows = {int(r[0]): _row(r) for r in found}
         self.index.apply_rows(ops, rows)
         self.applied_ops += len(ops)
 
@@ -203,12 +207,12 @@ class LexicalTail:
     ) -> list[int] | None:  # fmt: skip
         """The top ``k`` keys; ``checked``: only keys the exact SQL filter admits now (fetching
         deeper while it drops some). None: answer in SQL."""
+        where, params = where_sql(rf)
         fetch = k
         while True:
             top = self.candidates(terms, fetch, rf)
             if top is None or not checked or not top:
                 return top
-            where, params = where_sql(rf)
             ok = {
                 int(r[0])
                 for r in conn.execute(
