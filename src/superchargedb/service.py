@@ -324,7 +324,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
                 )
         context = {"effective_scopes": scopes, "perms": sorted(principal.perms)}
         out = {"hits": hits, "answer": answer, "trace": trace.to_dict(), "context": context}
-        if not any(st.degraded for st in trace.stages):
+        if not any(st.degraded or not st.fresh for st in trace.stages):
             self.cache.put(key, out)
         return out
 

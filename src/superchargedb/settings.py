@@ -146,6 +146,10 @@ class Settings(BaseSettings):
     # any number of API and worker processes share.
     database_url: str | None = Field(default=None, pattern=r"^postgres(ql)?://")
     database_pool_size: int = Field(default=8, ge=1)
+    # Hot standbys of that database, comma-separated URLs: searches read there when a standby
+    # trails the primary by at most replica_max_lag_ms (storage/postgres/replicas.py, D-270).
+    database_replica_urls: str = ""
+    replica_max_lag_ms: int = Field(default=1000, ge=0)
 
     # Objects in an S3-compatible store (storage/s3/, D-190); unset = files under data_dir.
     s3_endpoint_url: str | None = None

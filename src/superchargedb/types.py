@@ -145,6 +145,8 @@ class Stage:
     tokens: Any = None
     # A transient failure degraded this stage: the response must not be cached.
     degraded: bool = False
+    # Read on a node that may trail the primary (a hot standby): not cached either.
+    fresh: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"stage": self.stage, "ms": round(self.ms, 3), "neurons": 0}

@@ -283,7 +283,9 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
     if s.database_url:
         from .storage.postgres.open import open_backend
 
-        store = open_backend(s, model_id=emb.model_id, dim=emb.dim, audit_key=key, blobs=blobs)
+        store = open_backend(
+            s, model_id=emb.model_id, dim=emb.dim, audit_key=key, blobs=blobs, searches=False
+        )
         close = store.close
     else:
         sqlite = open_sqlite_worker(s, model_id=emb.model_id, audit_key=key)

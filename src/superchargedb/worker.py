@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 
 from . import faults
+from .errors import UnavailableError
 from .ingest.deps import IngestDeps
 from .ingest.engine_settings import media_limits
 from .ingest.jobs_runner import JobRunner
@@ -39,7 +40,15 @@ class WorkerContext:
         runner = self.runner()
         done = 0
         while not stop.is_set():
-            if runner.run_once():
+            try:
+                ran = runner.run_once()
+            except UnavailableError as exc:
+                # The database is failing over: the job (if one was claimed) keeps its lease
+                # until it expires, then runs again; completion is idempotent (D-272).
+                log.warning("database unavailable, retrying: %s", exc.message)
+                stop.wait(poll_s)
+                continue
+            if ran:
                 faults.point("worker.after_job")
                 done += 1
                 continue

@@ -17,8 +17,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import __version__
-from ..errors import AuthError, InsufficientStorageError, SCDBError
+from .. import __version__, positions
+from ..errors import AuthError, InsufficientStorageError, SCDBError, ValidationError
 from ..preview import Previews, with_boxes
 from ..schemas import AegisQuery, IngestRequest
 from ..service import Service
@@ -47,6 +47,10 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+# Read-your-writes when searches may go to replicas (positions.py): a write's response carries
+# the position its commit reached; a read that sends it back is answered from a node that far.
+COMMIT_POSITION = "X-Commit-Position"
+READ_AFTER = "X-Read-After"
 # A preview is drawn for one authorized caller: no shared cache may keep it, and the browser
 # asks again each time (an ACL change applies at once; the server's render cache makes it cheap).
 PREVIEW_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization, Cookie"}
@@ -98,8 +102,21 @@ def create_app(svc: Service) -> FastAPI:
             CORSMiddleware,
             allow_origins=origins,
             allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-            allow_headers=["Authorization", "Content-Type", "X-Aegis-Scope", "Range", "If-Match"],
-            expose_headers=["X-Request-Id", "ETag", "Content-Range", "Retry-After"],
+            allow_headers=[
+                "Authorization",
+                "Content-Type",
+                "X-Aegis-Scope",
+                "Range",
+                "If-Match",
+                READ_AFTER,
+            ],
+            expose_headers=[
+                "X-Request-Id",
+                "ETag",
+                "Content-Range",
+                "Retry-After",
+                COMMIT_POSITION,
+            ],
         )
 
     @app.middleware("http")
@@ -109,7 +126,17 @@ def create_app(svc: Service) -> FastAPI:
         rid = uuid.uuid4().hex[:16]
         request.state.request_id = rid
         t0 = time.perf_counter()
-        response = await call_next(request)
+        after = request.headers.get(READ_AFTER)
+        try:
+            read_after = positions.parse(after) if after is not None else None
+        except ValueError as exc:
+            response = error_response(ValidationError(str(exc), field=READ_AFTER))
+            response.headers["X-Request-Id"] = rid
+            return response
+        with positions.tracking(read_after) as written:
+            response = await call_next(request)
+        if written:  # read-your-writes across replicas (D-271)
+            response.headers[COMMIT_POSITION] = positions.render(max(written))
         ms = (time.perf_counter() - t0) * 1000
         for k, v in SECURITY_HEADERS.items():
             response.headers.setdefault(k, v)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .. import faults
-from ..errors import SCDBError
+from ..errors import SCDBError, UnavailableError
 from ..storage.protocols import JobQueue, Lease, LeaseLostError
 from ..storage.protocols_writes import Word
 from . import deferred
@@ -103,7 +103,8 @@ class JobRunner:
         return True
 
     def _fail(self, job: Lease, reason: str, retry: bool) -> None:
-        with contextlib.suppress(LeaseLostError):
+        # Unreachable database: the lease expires and another attempt runs the job.
+        with contextlib.suppress(LeaseLostError, UnavailableError):
             self.queue.fail(job, reason, retry=retry)
 
     def _heartbeat(self, job: Lease, stop: threading.Event) -> None:

@@ -71,7 +71,7 @@ class Searcher:
             t = _Timer()
             leg = view.dense(vec, depth)
             dense, checked = leg.keys, leg.checked or not leg.keys
-            trace.stages.append(Stage("vectorize", t.ms(), detail=leg.detail))
+            trace.stages.append(Stage("vectorize", t.ms(), detail=leg.detail, fresh=leg.fresh))
         else:
             trace.stages.append(Stage("embed", 0.0, skipped="mode=lexical"))
             trace.stages.append(Stage("vectorize", 0.0, skipped="mode=lexical"))

@@ -21,6 +21,7 @@ import pwd
 import secrets
 import signal
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,13 +154,21 @@ def _initdb(pgdata: Path, password: str, as_user: dict[str, Any], log: Path) -> 
         pwfile.unlink(missing_ok=True)
 
 
-def _spawn(pgdata: Path, port: int, durable: bool, as_user: dict[str, Any], log: Path) -> Any:
+def _spawn(
+    pgdata: Path,
+    port: int,
+    durable: bool,
+    as_user: dict[str, Any],
+    log: Path,
+    extra: Sequence[str] = (),
+) -> Any:
     settings = [
         "listen_addresses=127.0.0.1",
         f"port={port}",
         f"unix_socket_directories={pgdata.parent}",
         "max_connections=300",
         *(() if durable else _FAST),
+        *extra,  # later settings win: a replicated test server turns synchronous_commit back on
     ]
     args = [str(bin_dir() / "postgres"), "-D", str(pgdata)]
     for s in settings:
@@ -172,9 +181,17 @@ def _spawn(pgdata: Path, port: int, durable: bool, as_user: dict[str, Any], log:
         )
 
 
-def start(data_dir: Path, *, durable: bool = True, timeout_s: float = 60.0) -> PostgresServer:
+def start(
+    data_dir: Path,
+    *,
+    durable: bool = True,
+    timeout_s: float = 60.0,
+    settings: Sequence[str] = (),
+) -> PostgresServer:
     """Start (initializing on first use) a PostgreSQL under ``data_dir``; returns once it
-    accepts connections and has the ``vector`` extension."""
+    accepts connections and has the ``vector`` extension. ``settings`` are extra ``-c``
+    options. A data dir holding ``standby.signal`` starts as a hot standby (``standby.py``):
+    read-only, so the extension is the primary's."""
     import psycopg
 
     data_dir = Path(data_dir)
@@ -193,7 +210,7 @@ def start(data_dir: Path, *, durable: bool = True, timeout_s: float = 60.0) -> P
     last: Exception | None = None
     for _ in range(3):  # a free port can be taken by someone else before postgres binds it
         port = free_port()
-        proc = _spawn(pgdata, port, durable, as_user, log)
+        proc = _spawn(pgdata, port, durable, as_user, log, settings)
         server = PostgresServer(data_dir, port, password, proc, log)
 
         def ready(s: PostgresServer = server) -> bool:
@@ -208,8 +225,9 @@ def start(data_dir: Path, *, durable: bool = True, timeout_s: float = 60.0) -> P
             last = exc
             server.stop(5)
             continue
-        for db in ("template1", "postgres"):
-            with psycopg.connect(server.url(db), autocommit=True) as conn:
-                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        if not (pgdata / "standby.signal").exists():
+            for db in ("template1", "postgres"):
+                with psycopg.connect(server.url(db), autocommit=True) as conn:
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         return server
     raise RuntimeError(f"PostgreSQL did not start: {last}; see {log}")

@@ -46,6 +46,9 @@ class Leg:
     keys: list[UnitKey]
     detail: str
     checked: bool = True
+    # False: read on a node that may trail the primary (a hot standby): the response is not
+    # cached, so an entry keyed by the newest generations never holds an older view.
+    fresh: bool = True
 
 
 class SearchView(Protocol):

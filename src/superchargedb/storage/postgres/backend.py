@@ -17,11 +17,12 @@ Blobs are the blob store it is given: content-addressed files under ``objects_di
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import logging
 import secrets
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +30,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-from ... import acting
-from ...errors import ConflictError, ForbiddenError
+from ... import acting, positions
+from ...errors import ConflictError, ForbiddenError, UnavailableError
 from ..protocols import Backend
 from ..protocols_auth import AuthStore
 from ..protocols_search import SearchStore
@@ -57,6 +58,7 @@ from .parts import (
     PgVectors,
 )
 from .principals import PgPrincipals
+from .replicas import Replica, Replicas
 from .search_store import PgSearchStore
 from .service_reads import PgKeyframeReader, PgListing, PgUsageReader, PgWordReader
 from .sessions import PgSessions
@@ -65,6 +67,24 @@ from .write_rows import PgDocs, PgQuota
 from .writes import PgTx, TxConfig
 
 log = logging.getLogger(__name__)
+
+# How long a client is told to wait when the database cannot be reached (a failover takes about
+# a second: the standby's promotion, then the pool's reconnect to the writable node).
+RETRY_AFTER_S = 1
+
+
+# Connection failures (class 08), the server shutting down or starting (57P01..03), and a
+# write sent to a node that is a standby now (25006: a fenced old primary; the pool's next
+# connection finds the writable one). A disk-full or a serialization failure is not one.
+_UNREACHABLE = ("57P01", "57P02", "57P03", "25006")
+
+
+def unreachable(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` says the node is gone or read-only, not that the statement failed."""
+    state = exc.sqlstate
+    if state is None:  # raised by the driver itself: a lost connection, or a pool timeout
+        return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+    return state.startswith("08") or state in _UNREACHABLE
 
 
 class PgBackend:
@@ -92,6 +112,7 @@ class PgBackend:
         self.audit_anchor = audit_anchor  # the signed audit head kept outside the database
         self.tx_config = TxConfig(model_id, audit_key, max_attempts)
         self.lexical_tail = LexicalTail(self._conn)  # built on the first search (D-267)
+        self.replicas: Replicas | None = None  # hot standbys for searches (D-270)
 
     @classmethod
     def open(
@@ -108,9 +129,12 @@ class PgBackend:
         pool_size: int = 8,
         audit_anchor: Path | None = None,
         blobs: FileBlobStore | None = None,
+        replica_urls: Sequence[str] = (),
+        replica_max_lag_ms: int = 1000,
     ) -> PgBackend:
         """Migrate the database (once, whoever comes first), open a pool and apply what the
-        outbox holds unapplied (a process that died between its commit and its replay)."""
+        outbox holds unapplied (a process that died between its commit and its replay);
+        with ``replica_urls``, a pool per hot standby for searches (``replicas.py``)."""
         with psycopg.connect(url, autocommit=True) as conn:
             migrations.migrate(conn, dim, model_id)
         app = f"scdb-{secrets.token_hex(4)}"
@@ -126,16 +150,21 @@ class PgBackend:
                     " superuser (docs/deploy.md)"
                 )
 
-        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=pool_size,
-            kwargs={"autocommit": True, "prepare_threshold": None, "application_name": app},
-            configure=configure,
-            reset=rls.reset,
-            open=True,
-            name=app,
-        )
+        def make_pool(target: str, name: str, size: int) -> ConnectionPool[psycopg.Connection[Any]]:
+            return ConnectionPool(
+                target,
+                min_size=1,
+                max_size=size,
+                kwargs={"autocommit": True, "prepare_threshold": None, "application_name": app},
+                configure=configure,
+                reset=rls.reset,
+                # A connection the failover broke is found before a request gets it.
+                check=ConnectionPool.check_connection,
+                open=True,
+                name=name,
+            )
+
+        pool = make_pool(url, app, pool_size)
         pool.wait(30)
         b = cls(
             url,
@@ -149,6 +178,18 @@ class PgBackend:
             application_name=app,
             audit_anchor=audit_anchor,
         )
+        if replica_urls:
+            nodes = [
+                # Not waited for: a standby that is down is simply not used until it answers.
+                Replica(f"replica{i}", make_pool(u, f"{app}-r{i}", pool_size))
+                for i, u in enumerate(replica_urls)
+            ]
+            b.replicas = Replicas(
+                b._conn,
+                nodes,
+                lambda p: functools.partial(b._conn_on, p),
+                max_lag_ms=replica_max_lag_ms,
+            )
         with acting.as_system():
             b.outbox.replay()
         return b
@@ -174,19 +215,34 @@ class PgBackend:
             return None
         return int(rows["dim"]), str(rows["model_id"])
 
+    def _conn(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """A pooled connection to the primary (see ``_conn_on``)."""
+        return self._conn_on(self.pool)
+
     @contextmanager
-    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection, in the tenant role while a request acts for tenants (D-263)."""
+    def _conn_on(
+        self, pool: ConnectionPool[psycopg.Connection[Any]]
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of ``pool``, in the tenant role while a request acts for tenants
+        (D-263). A database that cannot be reached (down, or failing over) is a 503 with
+        Retry-After, never a driver error (D-272)."""
         tenants = acting.acting_tenants()
-        with self.pool.connection() as conn:
-            if tenants is not None:
-                rls.enter(conn, tenants)
-            try:
-                yield conn
-            except psycopg.errors.InsufficientPrivilege as exc:
-                # A row outside the acting tenants: the filter above let it through, the
-                # policy did not. Nothing was written (the statement failed whole).
-                raise ForbiddenError("the write is outside your tenants") from exc
+        try:
+            with pool.connection() as conn:
+                if tenants is not None:
+                    rls.enter(conn, tenants)
+                try:
+                    yield conn
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    # A row outside the acting tenants: the filter above let it through, the
+                    # policy did not. Nothing was written (the statement failed whole).
+                    raise ForbiddenError("the write is outside your tenants") from exc
+        except psycopg.Error as exc:
+            if not unreachable(exc):
+                raise
+            raise UnavailableError(
+                "the database is not reachable; retry shortly", retry_after=RETRY_AFTER_S
+            ) from exc
 
     # -- the Protocols' attributes (small objects over this one) ---------------------------
     @property
@@ -211,7 +267,7 @@ class PgBackend:
 
     @property
     def search(self) -> PgSearchStore:
-        return PgSearchStore(self._conn, self.exact_max, self.lexical_tail)
+        return PgSearchStore(self._conn, self.exact_max, self.lexical_tail, self.replicas)
 
     @property
     def outbox(self) -> PgOutbox:
@@ -316,8 +372,14 @@ class PgBackend:
         try:
             # Pipeline mode: statements whose results nobody reads (inserts) are sent without
             # waiting for each reply; a read (a delete's RETURNING, the audit head) syncs first.
-            with self._conn() as conn, conn.pipeline(), conn.transaction(), conn.cursor() as cur:
-                yield PgTx(self.tx_config, cur)
+            with self._conn() as conn:
+                with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
+                    yield PgTx(self.tx_config, cur)
+                if self.replicas is not None and positions.tracked():
+                    # Where the commit reached: the client's X-Read-After (D-271).
+                    row = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+                    if row is not None:
+                        positions.wrote(positions.parse(str(row[0])))
         except psycopg.errors.UniqueViolation as exc:
             raise ConflictError(
                 "the write collides with a stored key", constraint=exc.diag.constraint_name
@@ -334,9 +396,11 @@ class PgBackend:
             if self.audit_anchor is not None:
                 with acting.as_system(), self._conn() as conn:
                     audit_sql.write_anchor(conn, self.audit_key, self.audit_anchor)
-        except psycopg.OperationalError:
+        except (psycopg.OperationalError, UnavailableError):
             pass  # the next process to close anchors the head
         finally:
+            if self.replicas is not None:
+                self.replicas.close()
             self.lexical_tail.close()
             self.pool.close()
 

@@ -25,10 +25,14 @@ def open_backend(
     audit_key: bytes,
     blobs: FileBlobStore,
     audit_anchor: Path | None = None,
+    searches: bool = True,
 ) -> PgBackend:
     """Migrate (once, whoever comes first) and open a pool on ``s.database_url``; refuses a
-    database whose Units were embedded with another model."""
-    b = _open(s, dim, model_id, audit_key, blobs.root, audit_anchor, blobs=blobs)
+    database whose Units were embedded with another model. A process that ``searches`` (an
+    API process, not a worker) also reads from the standbys of ``SCDB_DATABASE_REPLICA_URLS``."""
+    replicas = [u.strip() for u in s.database_replica_urls.split(",") if u.strip()]
+    replicas = replicas if searches else []
+    b = _open(s, dim, model_id, audit_key, blobs.root, audit_anchor, blobs=blobs, replicas=replicas)
     try:
         stale = b.stale_units()
     except BaseException:
@@ -75,6 +79,7 @@ def _open(
     *,
     blobs: FileBlobStore | None = None,
     pool_size: int | None = None,
+    replicas: list[str] | None = None,
 ) -> PgBackend:
     """``PgBackend.open`` with the job and pool settings every caller takes from ``s``."""
     return PgBackend.open(
@@ -88,4 +93,6 @@ def _open(
         pool_size=pool_size or s.database_pool_size,
         audit_anchor=audit_anchor,
         blobs=blobs,
+        replica_urls=replicas or (),
+        replica_max_lag_ms=s.replica_max_lag_ms,
     )

@@ -22,6 +22,8 @@ from typing import Any
 
 import psycopg
 
+from ... import positions
+from ...errors import UnavailableError
 from ...readfilter import ReadFilter
 from ...types import Locator
 from ..protocols import Vector
@@ -31,6 +33,7 @@ from . import lexical as lexical_sql
 from . import vectors as vectors_sql
 from .filter_sql import where_sql
 from .lexical_tail import LexicalTail
+from .replicas import Replicas
 
 Conn = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 
@@ -69,10 +72,17 @@ def fetch_hit_rows(
 
 
 class PgSearchStore:
-    def __init__(self, conn: Conn, exact_max: int, tail: LexicalTail | None = None) -> None:
+    def __init__(
+        self,
+        conn: Conn,
+        exact_max: int,
+        tail: LexicalTail | None = None,
+        replicas: Replicas | None = None,
+    ) -> None:
         self.conn = conn
         self.exact_max = exact_max
         self.tail = tail
+        self.replicas = replicas
 
     def view(self, rf: ReadFilter) -> PgSearchView:
         return PgSearchView(self, rf)
@@ -87,10 +97,25 @@ class PgSearchView:
         self.rf = rf
 
     def dense(self, vector: Vector, depth: int) -> Leg:
-        """Each plane's nearest admitted Units (exact or HNSW, D-202), merged by cosine."""
+        """Each plane's nearest admitted Units (exact or HNSW, D-202), merged by cosine; on a
+        hot standby when one is current enough (D-270), whose keys the caller then re-checks
+        on the primary (``checked=False``) and does not cache (``fresh=False``)."""
+        replicas = self.s.replicas
+        picked = replicas.pick(positions.read_after()) if replicas is not None else None
+        if picked is not None and replicas is not None:
+            name, conn = picked
+            try:
+                keys, detail = self._dense_on(conn, vector, depth)
+                return Leg(keys, f"{detail} on {name}", checked=False, fresh=False)
+            except UnavailableError:
+                replicas.failed(name)  # the primary answers this search and the next ones
+        keys, detail = self._dense_on(self.s.conn, vector, depth)
+        return Leg(keys, detail, checked=True)
+
+    def _dense_on(self, on: Conn, vector: Vector, depth: int) -> tuple[list[UnitKey], str]:
         scored: list[tuple[float, int]] = []
         plans: list[str] = []
-        with self.s.conn() as conn:
+        with on() as conn:
             for plane in self.rf.planes:
                 rows, plan = vectors_sql.search_rows(
                     conn, plane, vector, depth, self.rf, self.s.exact_max
@@ -100,7 +125,7 @@ class PgSearchView:
                 scored += [(sim, key) for key, _, sim in rows]
         scored.sort(key=lambda x: (-x[0], x[1]))
         detail = "+".join(self.rf.planes) + (f" ({','.join(sorted(set(plans)))})" if plans else "")
-        return Leg([k for _, k in scored[:depth]], detail, checked=True)
+        return [k for _, k in scored[:depth]], detail
 
     def lexical(self, terms: Sequence[str], depth: int, *, defer_check: bool) -> Leg:
         """The process's derived index when it can answer (D-267): unchecked when the caller
