@@ -8,6 +8,8 @@ DATA ?= ./scdb-data
 TEST_WORKERS ?= 2
 STACK_DATA ?= ./scdb-stack
 STACK_WORKERS ?= 2
+# STANDBY=1: `make stack` adds a synchronous hot standby (read replica, `stack failover`).
+STANDBY ?=
 
 .PHONY: setup run stack stack-down test test-fast test-postgres lint bench clean
 
@@ -24,7 +26,7 @@ run: setup
 # media worker, detached, with the demo data (docs/deploy.md); stack-down stops all of it.
 stack: setup
 	bash scripts/install_stack.sh
-	$(VENV)/bin/superchargedb stack up --data $(STACK_DATA) --port $(PORT) --workers $(STACK_WORKERS)
+	$(VENV)/bin/superchargedb stack up --data $(STACK_DATA) --port $(PORT) --workers $(STACK_WORKERS) $(if $(STANDBY),--standby)
 
 stack-down: setup
 	$(VENV)/bin/superchargedb stack down --data $(STACK_DATA)

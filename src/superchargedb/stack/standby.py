@@ -25,11 +25,44 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from . import postgres
 from .ports import wait_until
 
 SYNC_TIMEOUT_S = 30.0
+NODES = ("postgres", "standby")  # the two node dirs under a stack's dir
+PRIMARY_FILE = "primary"  # names the node dir that is the primary (after a failover)
+
+
+def roles(root: Path) -> tuple[str, str]:
+    """The stack's (primary, standby) node dirs under ``root``: ``postgres`` is the primary
+    until a failover promotes the other and records it in ``root/primary``."""
+    try:
+        primary = (Path(root) / PRIMARY_FILE).read_text().strip()
+    except OSError:
+        primary = NODES[0]
+    if primary not in NODES:
+        primary = NODES[0]
+    return primary, NODES[1 - NODES.index(primary)]
+
+
+def node_url(port: int, password: str, database: str = "postgres") -> str:
+    """The superuser's URL of the node on ``port`` of the loopback."""
+    pw = quote(password, safe="")
+    return f"postgresql://{postgres.PG_USER}:{pw}@127.0.0.1:{port}/{quote(database, safe='')}"
+
+
+def writable_url(password: str, ports: list[int], database: str = "scdb") -> str:
+    """One URL naming every node: libpq tries them in turn and keeps the one that takes
+    writes (``target_session_attrs=read-write``), so clients follow a promotion by
+    reconnecting."""
+    hosts = ",".join(f"127.0.0.1:{p}" for p in ports)
+    pw = quote(password, safe="")
+    return (
+        f"postgresql://{postgres.PG_USER}:{pw}@{hosts}/{database}"
+        "?target_session_attrs=read-write&connect_timeout=3"
+    )
 
 
 def add_standby(
@@ -78,17 +111,15 @@ def add_standby(
     return standby
 
 
-def _set(server: postgres.PostgresServer, name: str, value: str | None) -> None:
+def _set(server: postgres.PostgresServer, name: str, value: str) -> None:
     import psycopg
     from psycopg import sql
 
     with psycopg.connect(server.url(), autocommit=True) as conn:
-        if value is None:
-            conn.execute(sql.SQL("ALTER SYSTEM RESET {}").format(sql.Identifier(name)))
-        else:  # ALTER SYSTEM takes no parameters: the value is quoted as a literal
-            conn.execute(
-                sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value))
-            )
+        # ALTER SYSTEM takes no parameters: the value is quoted as a literal.
+        conn.execute(
+            sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value))
+        )
         conn.execute("SELECT pg_reload_conf()")
 
 
@@ -113,22 +144,26 @@ def _sync(primary: postgres.PostgresServer, name: str) -> bool:
     return st is not None and st[1] == "sync"
 
 
-def in_recovery(server: postgres.PostgresServer) -> bool:
+def in_recovery(url: str) -> bool:
     import psycopg
 
-    with psycopg.connect(server.url(), autocommit=True, connect_timeout=2) as conn:
+    with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
         row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
     return bool(row and row[0])
 
 
-def promote(standby: postgres.PostgresServer, timeout_s: float = 60.0) -> None:
-    """Make ``standby`` the primary; returns once it takes writes."""
+def promote(url: str, timeout_s: float = 60.0) -> None:
+    """Make the standby at ``url`` (its superuser's) the primary; returns once it takes
+    writes, with nothing to wait for (``synchronous_standby_names`` reset)."""
     import psycopg
+    from psycopg import sql
 
-    with psycopg.connect(standby.url(), autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SELECT pg_promote(true, %s)", (int(timeout_s),))
-    wait_until(lambda: not in_recovery(standby), timeout_s, "promotion")
-    _set(standby, "synchronous_standby_names", None)
+    wait_until(lambda: not in_recovery(url), timeout_s, "promotion")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER SYSTEM RESET synchronous_standby_names"))
+        conn.execute("SELECT pg_reload_conf()")
 
 
 def postmaster_pid(pgdata: Path) -> int | None:
@@ -146,8 +181,9 @@ def postmaster_pid(pgdata: Path) -> int | None:
     return pid
 
 
-def fence(old_data_dir: Path, new_primary: postgres.PostgresServer, name: str = "fenced") -> None:
-    """Keep the old primary under ``old_data_dir`` from ever taking a write again (module doc)."""
+def fence(old_data_dir: Path, port: int, password: str, name: str = "fenced") -> None:
+    """Keep the old primary under ``old_data_dir`` from ever taking a write again (module doc);
+    the new primary listens on ``port`` of the loopback."""
     pgdata = Path(old_data_dir) / "pgdata"
     pid = postmaster_pid(pgdata)
     if pid is not None:
@@ -158,8 +194,8 @@ def fence(old_data_dir: Path, new_primary: postgres.PostgresServer, name: str = 
         while postmaster_pid(pgdata) is not None and time.monotonic() < deadline:
             time.sleep(0.05)
     conninfo = (
-        f"host=127.0.0.1 port={new_primary.port} user={postgres.PG_USER}"
-        f" password={new_primary.password} application_name={name}"
+        f"host=127.0.0.1 port={port} user={postgres.PG_USER}"
+        f" password={password} application_name={name}"
     )
     signal_file = pgdata / "standby.signal"
     signal_file.touch()

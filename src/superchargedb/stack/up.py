@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import postgres
+from . import standby as standby_mod
 from .procs import ProcRef, alive, spawn_detached, stop
 from .seaweedfs import SeaweedFS
 from .valkey import Valkey
@@ -42,6 +44,7 @@ API_STOP_S = 60.0  # above serve --workers' own grace for its API processes (40 
 _STOPS: tuple[tuple[str, int, float], ...] = (
     ("api", signal.SIGTERM, API_STOP_S),
     ("worker", signal.SIGTERM, API_STOP_S),
+    ("standby", signal.SIGINT, 30.0),  # before its primary, which would wait for it
     ("valkey", signal.SIGTERM, 5.0),
     ("seaweedfs", signal.SIGTERM, 2.0),  # ignored for many seconds: killed after the grace
     ("postgres", signal.SIGINT, 30.0),  # fast shutdown: roll back, checkpoint, exit
@@ -61,6 +64,8 @@ class StackState:
     processes: dict[str, ProcRef] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # the SCDB_ settings given to API/worker
+    # PostgreSQL's nodes by role ("primary", "standby"): their dir under stack/ and port.
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,13 +77,21 @@ class StackState:
             "processes": {k: v.to_json() for k, v in self.processes.items()},
             "logs": self.logs,
             "env": self.env,
+            "nodes": self.nodes,
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> StackState:
         procs = {k: ProcRef.from_json(v) for k, v in d.get("processes", {}).items()}
         return cls(
-            d["data"], d["url"], int(d["workers"]), d["started_at"], procs, d["logs"], d["env"]
+            d["data"],
+            d["url"],
+            int(d["workers"]),
+            d["started_at"],
+            procs,
+            d["logs"],
+            d["env"],
+            d.get("nodes", {}),
         )
 
     def running(self) -> dict[str, bool]:
@@ -158,6 +171,7 @@ def up(
     port: int = 8080,
     workers: int = 2,
     demo: bool = True,
+    standby: bool = False,
     ready_timeout_s: float = READY_TIMEOUT_S,
     echo: Callable[[str], None] = print,
 ) -> tuple[StackState, bool]:
@@ -178,7 +192,7 @@ def up(
     url = f"http://127.0.0.1:{port}"
     state = StackState(str(data), url, workers, datetime.now(UTC).isoformat(timespec="seconds"))
     try:
-        start_engines(state, echo)
+        start_engines(state, echo, standby=standby)
         _start_processes(data, port, workers, demo, state, logs)
         _write_state(state)
         _wait_ready(state, ready_timeout_s)
@@ -190,18 +204,40 @@ def up(
     return state, True
 
 
-def start_engines(state: StackState, echo: Callable[[str], None] = print) -> None:
-    """PostgreSQL (with the database), SeaweedFS (with the bucket) and Valkey under the
-    state's data dir; each is in ``state.processes`` as soon as it runs, and the settings the
-    API needs are in ``state.env``; the state file is written at the end."""
+def start_engines(
+    state: StackState, echo: Callable[[str], None] = print, *, standby: bool = False
+) -> None:
+    """PostgreSQL (with the database; with ``standby``, a synchronous hot standby too),
+    SeaweedFS (with the bucket) and Valkey under the state's data dir; each is in
+    ``state.processes`` as soon as it runs, and the settings the API needs are in
+    ``state.env``; the state file is written at the end."""
     root = stack_dir(Path(state.data))
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    pg = postgres.start(root / "postgres", durable=True)
+    primary_dir, standby_dir = standby_mod.roles(root)
+    pg = postgres.start(root / primary_dir, durable=True)
     state.processes["postgres"] = ProcRef.of(pg.process.pid)
     state.logs["postgres"] = str(pg.log_path)
+    state.nodes["primary"] = {"dir": primary_dir, "port": pg.port}
     db_url = _ensure_database(pg, DATABASE)
     echo(f"PostgreSQL + pgvector on 127.0.0.1:{pg.port} ({time.monotonic() - t0:.1f} s)")
+    db_env = {"SCDB_DATABASE_URL": db_url}
+    if standby:
+        t0 = time.monotonic()
+        # Copied afresh from the primary each time: an old standby (or a fenced old primary)
+        # may hold history the primary does not.
+        shutil.rmtree(root / standby_dir, ignore_errors=True)
+        sb = standby_mod.add_standby(pg, root / standby_dir, synchronous=True)
+        state.processes["standby"] = ProcRef.of(sb.process.pid)
+        state.logs["standby"] = str(sb.log_path)
+        state.nodes["standby"] = {"dir": standby_dir, "port": sb.port}
+        db_env = {
+            "SCDB_DATABASE_URL": standby_mod.writable_url(
+                pg.password, [pg.port, sb.port], DATABASE
+            ),
+            "SCDB_DATABASE_REPLICA_URLS": sb.url(DATABASE),
+        }
+        echo(f"synchronous standby on 127.0.0.1:{sb.port} ({time.monotonic() - t0:.1f} s)")
     t0 = time.monotonic()
     weed = SeaweedFS(root / "seaweedfs", bucket=BUCKET)
     try:
@@ -220,7 +256,7 @@ def start_engines(state: StackState, echo: Callable[[str], None] = print) -> Non
         state.logs["valkey"] = str(root / "valkey" / "valkey.log")
     echo(f"Valkey on 127.0.0.1:{kv.port}")
     state.env = {
-        "SCDB_DATABASE_URL": db_url,
+        **db_env,
         "SCDB_S3_ENDPOINT_URL": s3.url,
         "SCDB_S3_BUCKET": s3.bucket,
         "SCDB_S3_ACCESS_KEY": s3.access_key,
