@@ -168,6 +168,18 @@ def test_kill_9_of_the_primary_and_a_failover_lose_nothing(tmp_path: Path) -> No
                 w.send_signal(signal.SIGTERM)
                 w.wait(60)
         subprocess.run([*CLI, "stack", "down", "--data", str(data)], env=env, timeout=300)
+    try:
+        # The next `up --standby` starts the promoted node as the primary, with a fresh standby
+        # copied from it over the old primary's dir, and the same data.
+        _stack("up", "--data", str(data), "--port", str(port), "--standby", "--no-demo", env=env)
+        again = json.loads((data / "stack" / "state.json").read_text())
+        assert again["nodes"]["primary"]["dir"] == after["nodes"]["primary"]["dir"]
+        assert again["nodes"]["standby"]["dir"] == after["nodes"]["fenced"]["dir"]
+        with psycopg.connect(again["env"]["SCDB_DATABASE_URL"], autocommit=True) as conn:
+            n = conn.execute("SELECT count(*) FROM units WHERE doc_id LIKE 'kill-%'").fetchone()
+        assert n == (sum(len(v) for v in by_text.values()),)
+    finally:
+        subprocess.run([*CLI, "stack", "down", "--data", str(data)], env=env, timeout=300)
         shutil.rmtree(data, ignore_errors=True)
 
     assert status == 200 and audit["ok"], audit
