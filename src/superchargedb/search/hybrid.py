@@ -7,14 +7,17 @@ caller cannot read never takes part in any stage, and nothing in the trace count
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import copy_context
 from typing import TYPE_CHECKING, Any
 
 from ..models.query_cache import Lru
 from ..query_terms import query_terms
 from ..readfilter import ReadFilter
 from ..schemas import AegisQuery
-from ..storage.protocols_search import HitRow, SearchStore, UnitKey
+from ..storage.protocols_search import HitRow, Leg, SearchStore, SearchView, UnitKey
 from ..types import Stage, Trace
 from .fusion import rrf
 from .hits import build_hits
@@ -28,6 +31,27 @@ if TYPE_CHECKING:
 
 
 _TOKEN_CACHE = 4096  # query texts whose token count is kept
+
+
+_LEG_THREADS = 8  # lexical legs in flight beside their searches' dense legs (overlap_legs)
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _legs() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_LEG_THREADS, thread_name_prefix="scdb-lexical")
+        return _pool
+
+
+def _timed_lexical(
+    view: SearchView, terms: list[str], depth: int, defer: bool
+) -> tuple[Leg, float]:
+    t = _Timer()
+    leg = view.lexical(terms, depth, defer_check=defer)
+    return leg, t.ms()
 
 
 class _Timer:
@@ -63,6 +87,14 @@ class Searcher:
         dense: list[UnitKey] = []
         lexical: list[UnitKey] = []
         checked = True
+        terms = query_terms(q.q)
+        # In hybrid mode the fused prefix is re-checked below, both legs' keys at once.
+        defer = q.mode == "hybrid"
+        early: Future[tuple[Leg, float]] | None = None
+        if defer and self.store.overlap_legs:
+            # The lexical leg's round trips run while the query is embedded and the dense leg
+            # scans; its own context (the acting tenants, the read-after position) goes along.
+            early = _legs().submit(copy_context().run, _timed_lexical, view, terms, depth, defer)
         if q.mode in ("hybrid", "dense"):
             t = _Timer()
             vec = self.embedder.embed_query(q.q)
@@ -75,13 +107,12 @@ class Searcher:
         else:
             trace.stages.append(Stage("embed", 0.0, skipped="mode=lexical"))
             trace.stages.append(Stage("vectorize", 0.0, skipped="mode=lexical"))
-        terms = query_terms(q.q)
         if q.mode in ("hybrid", "lexical"):
-            t = _Timer()
-            # In hybrid mode the fused prefix is re-checked below, both legs' keys at once.
-            leg = view.lexical(terms, depth, defer_check=q.mode == "hybrid")
+            leg, ms = (
+                early.result() if early is not None else _timed_lexical(view, terms, depth, defer)
+            )
             lexical, checked = leg.keys, checked and (leg.checked or not leg.keys)
-            trace.stages.append(Stage("d1_fts", t.ms(), detail=f"{len(terms)} terms, {leg.detail}"))
+            trace.stages.append(Stage("d1_fts", ms, detail=f"{len(terms)} terms, {leg.detail}"))
         else:
             trace.stages.append(Stage("d1_fts", 0.0, skipped="mode=dense"))
         t = _Timer()

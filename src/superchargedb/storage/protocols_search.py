@@ -79,6 +79,10 @@ class SearchView(Protocol):
 
 
 class SearchStore(Protocol):
+    # Whether one view's lexical and dense legs may run at once, in two threads (each call
+    # takes its own connection); a view over one connection says False.
+    overlap_legs: bool
+
     def view(self, rf: ReadFilter) -> SearchView:
         """A consistent read for one search under ``rf``."""
         ...

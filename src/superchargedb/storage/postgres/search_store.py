@@ -72,6 +72,8 @@ def fetch_hit_rows(
 
 
 class PgSearchStore:
+    overlap_legs = True  # every call takes its own pooled connection
+
     def __init__(
         self,
         conn: Conn,

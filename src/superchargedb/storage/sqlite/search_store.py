@@ -39,6 +39,8 @@ class ExactScan:
 
 
 class SqliteSearchStore:
+    overlap_legs = False  # a view reads one snapshot of one connection
+
     def __init__(
         self,
         catalog: Catalog,
