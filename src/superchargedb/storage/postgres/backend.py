@@ -158,8 +158,6 @@ class PgBackend:
                 kwargs={"autocommit": True, "prepare_threshold": None, "application_name": app},
                 configure=configure,
                 reset=rls.reset,
-                # A connection the failover broke is found before a request gets it.
-                check=ConnectionPool.check_connection,
                 open=True,
                 name=name,
             )
@@ -240,6 +238,9 @@ class PgBackend:
         except psycopg.Error as exc:
             if not unreachable(exc):
                 raise
+            # The idle connections to a node that went away are as dead as this one: drop
+            # them now (in the background), not one failed request each.
+            pool.check()
             raise UnavailableError(
                 "the database is not reachable; retry shortly", retry_after=RETRY_AFTER_S
             ) from exc
