@@ -170,6 +170,21 @@ def test_migrators_racing_on_a_fresh_database_apply_once(tmp_path: Path) -> None
         PgBackend.open(url, dim=16, model_id="m", audit_key=bytes(32), objects_dir=tmp_path)
 
 
+def test_the_vectors_are_kept_in_their_rows(tmp_path: Path) -> None:
+    """D-273: a row past the TOAST threshold moves its text out of line, not its vector (which
+    the exact scan reads for every admitted row): the column's storage is MAIN."""
+    b = open_(pg_stack.database(tmp_path), tmp_path)
+    try:
+        with b.pool.connection() as conn:
+            storage = conn.execute(
+                "SELECT attstorage FROM pg_attribute"
+                " WHERE attrelid = 'units'::regclass AND attname = 'embedding'"
+            ).fetchone()
+    finally:
+        b.close()
+    assert storage == ("m",)  # pgvector's default is EXTERNAL ("e")
+
+
 def test_a_tampered_audit_record_is_named(tmp_path: Path) -> None:
     url = pg_stack.database(tmp_path)
     b = open_(url, tmp_path)

@@ -278,6 +278,15 @@ def _m008_plane_scope(dim: int) -> str:
     return "CREATE INDEX units_plane_scope ON units (plane, scope);"
 
 
+def _m009_inline_vectors(dim: int) -> str:
+    """Vectors kept in the row (D-273): a Unit's row is often past the 2 kB TOAST threshold,
+    and with pgvector's default EXTERNAL storage the embedding was the column moved out of
+    line, so an exact scan read two more pages per row. MAIN keeps it inline (the text goes
+    out of line first). Rows written before keep their layout until rewritten
+    (``VACUUM FULL units``)."""
+    return "ALTER TABLE units ALTER COLUMN embedding SET STORAGE MAIN;"
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
     (1, "base", _m001_base),
     (2, "writes", _m002_writes),
@@ -287,6 +296,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
     (6, "row_security", _m006_row_security),
     (7, "outbox_tail", _m007_outbox_tail),
     (8, "plane_scope", _m008_plane_scope),
+    (9, "inline_vectors", _m009_inline_vectors),
 ]
 
 
