@@ -37,8 +37,8 @@ EMBEDDED_ONLY: dict[str, str] = {
         " object property itself runs on PostgreSQL"
     ),
     "tests/test_migrate.py": (
-        "runs both backends in every pass: its source is always an embedded data dir and its"
-        " target always a PostgreSQL database of its own, so the embedded pass runs it whole"
+        "uses both backends whatever the pass: its source is always an embedded data dir and"
+        " its target a PostgreSQL database of its own, so it runs once, in the embedded pass"
     ),
     "tests/test_cli_maintenance.py::test_backup_restore_reindex_through_the_cli": (
         "restores into fresh data dirs, which on PostgreSQL would be fresh databases named by"
