@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 import pg_stack
 from conftest import ALICE, BOB, CAROL, make_service
+from superchargedb import console_sessions
 from superchargedb.cli.main import app
 from superchargedb.models.embedder import Embedder
 from superchargedb.storage import migrate as migration
@@ -153,9 +154,11 @@ def source(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> dict
             gone = r.json()["results"][0]["unit_id"]
             assert c.delete(f"/v1/units/{gone}", headers=ALICE).status_code == 200
             hits = _searches(c)
+        alice = svc.authenticate(ALICE["Authorization"])
+        session = console_sessions.create(svc.auth_store.sessions, alice, 3600)
     finally:
         svc.close()
-    return {"dir": d / "data", "hits": hits}
+    return {"dir": d / "data", "hits": hits, "session": session}
 
 
 def _src_rows(data: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -233,7 +236,8 @@ def test_a_migrated_store_holds_the_same_and_ranks_the_same(
     for table, v in report["tables"].items():
         n = _src_rows(src, f"SELECT COUNT(*) FROM {table}")[0][0]
         assert _pg_rows(url, f"SELECT count(*) FROM {table}")[0][0] == n == v["target"], table
-    for table in ("units", "principals", "api_keys", "docs", "objects", "jobs", "audit_log"):
+    nonempty = ("units", "principals", "api_keys", "console_sessions", "docs", "objects", "jobs")
+    for table in (*nonempty, "usage_daily", "scope_gens", "audit_log"):
         assert report["tables"][table]["source"] > 0, table
     assert report["tables"]["unit_words"]["source"] > 0  # the speech and page words
     assert report["tables"]["unit_keyframes"]["source"] > 0  # the video's shots
@@ -277,6 +281,9 @@ def test_a_migrated_store_holds_the_same_and_ranks_the_same(
     svc = make_service(migrated["server"], embedder, database_url=url)
     try:
         assert svc.audit_verify(OPERATOR)["ok"]
+        # A console session signed in on the embedded server goes on on the stack.
+        p, _ = console_sessions.lookup(svc.auth_store.sessions, source["session"], 3600)
+        assert p.name == "alice"
         with TestClient(create_app(svc), raise_server_exceptions=False) as c:
             after = _searches(c)
     finally:
