@@ -36,6 +36,10 @@ EMBEDDED_ONLY: dict[str, str] = {
         "injects each bug into the SQLite objects catalog to prove the property has teeth; the"
         " object property itself runs on PostgreSQL"
     ),
+    "tests/test_migrate.py": (
+        "uses both backends whatever the pass: its source is always an embedded data dir and"
+        " its target a PostgreSQL database of its own, so it runs once, in the embedded pass"
+    ),
     "tests/test_cli_maintenance.py::test_backup_restore_reindex_through_the_cli": (
         "restores into fresh data dirs, which on PostgreSQL would be fresh databases named by"
         " the CLI; PostgreSQL's Maintenance runs in the contract suite"

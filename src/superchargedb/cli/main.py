@@ -14,6 +14,7 @@ from .bench import register as register_bench
 from .importer import register as register_import
 from .maintenance import register as register_maintenance
 from .mcp import register as register_mcp
+from .migrate import register as register_migrate
 from .remote import register as register_remote
 from .stack import stack_app
 
@@ -28,6 +29,7 @@ register_remote(app)
 register_bench(app)
 register_import(app)
 register_mcp(app)
+register_migrate(app)
 
 # Commands that do not run a server or open a data dir: the HTTP client and the bench runner.
 _NOT_SERVER = frozenset({"ask", "ingest", "bench"})
