@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import pg_stack
-from test_stack_kill import Load, _jobs, _request, _start_worker
+from test_stack_kill import Load, _request, _start_worker, assert_nothing_lost, settled_jobs, stored
 from test_stack_serve import CLI, _env, _free_port
 
 pytestmark = [
@@ -127,28 +127,13 @@ def test_kill_9_of_the_primary_and_a_failover_lose_nothing(tmp_path: Path) -> No
         reader.stop.set()
         for t in threads:
             t.join(120)
-        deadline = time.monotonic() + 900
-        jobs = _jobs(port)
-        while any(j["state"] in ("queued", "running") for j in jobs):
-            assert time.monotonic() < deadline, jobs
-            time.sleep(1.0)
-            jobs = _jobs(port)
+        jobs = settled_jobs(port)
         status, audit = _request(port, "GET", "/v1/audit/verify")
         after = json.loads((data / "stack" / "state.json").read_text())
         url = after["env"]["SCDB_DATABASE_URL"]
         with psycopg.connect(url, autocommit=True) as conn:
             assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
-            rows = conn.execute("SELECT unit_id, text FROM units WHERE doc_id LIKE 'kill-%'")
-            by_text: dict[str, list[str]] = {}
-            for uid, text in rows:
-                by_text.setdefault(str(text), []).append(str(uid))
-            derived: dict[str, set[str]] = {
-                str(doc): {str(u) for u in ids}
-                for doc, ids in conn.execute(
-                    "SELECT doc_id, array_agg(unit_id) FROM units WHERE object_key IS NOT NULL"
-                    " GROUP BY doc_id"
-                )
-            }
+        by_text, derived = stored(url)
         # The old primary, restarted as an operator might: read-only, it takes no write.
         old = postgres.start(data / "stack" / after["nodes"]["fenced"]["dir"])
         try:
@@ -183,16 +168,7 @@ def test_kill_9_of_the_primary_and_a_failover_lose_nothing(tmp_path: Path) -> No
         shutil.rmtree(data, ignore_errors=True)
 
     assert status == 200 and audit["ok"], audit
-    assert load.acked, "no write was acknowledged"
-    lost = [t for t, uid in load.acked.items() if by_text.get(t) != [uid]]
-    assert not lost, lost[:5]
-    assert all(len(ids) == 1 for ids in by_text.values()), "a Unit stored twice"
-    assert set(by_text) <= load.attempted
-    assert all(j["state"] == "done" for j in jobs), jobs
-    media = [j for j in jobs if j["kind"] == "derive"]
-    assert len(media) == 2 and len(derived) == 2, (media, sorted(derived))
-    for j in media:
-        assert set(j["unit_ids"]) == derived[j["doc_id"]], j
+    assert_nothing_lost(load, jobs, by_text, derived)
     # Searches: answered or 503 with Retry-After, never anything else; never a forbidden hit;
     # answered again after the switch.
     assert not reader.leaks, reader.leaks[:5]

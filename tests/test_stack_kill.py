@@ -103,6 +103,57 @@ def _jobs(port: int) -> list[dict[str, Any]]:
     return jobs
 
 
+def settled_jobs(port: int, timeout_s: float = 900) -> list[dict[str, Any]]:
+    """The jobs once none is queued or running any more."""
+    deadline = time.monotonic() + timeout_s
+    jobs = _jobs(port)
+    while any(j["state"] in ("queued", "running") for j in jobs):
+        assert time.monotonic() < deadline, jobs
+        time.sleep(1.0)
+        jobs = _jobs(port)
+    return jobs
+
+
+def stored(url: str) -> tuple[dict[str, list[str]], dict[str, set[str]]]:
+    """From the database itself: the writers' Unit ids by text, and each media document's
+    derived Unit ids."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        by_text: dict[str, list[str]] = {}
+        for uid, text in conn.execute("SELECT unit_id, text FROM units WHERE doc_id LIKE 'kill-%'"):
+            by_text.setdefault(str(text), []).append(str(uid))
+        derived = {
+            str(doc): {str(u) for u in ids}
+            for doc, ids in conn.execute(
+                "SELECT doc_id, array_agg(unit_id) FROM units WHERE object_key IS NOT NULL"
+                " GROUP BY doc_id"
+            )
+        }
+    return by_text, derived
+
+
+def assert_nothing_lost(
+    load: Load,
+    jobs: list[dict[str, Any]],
+    by_text: dict[str, list[str]],
+    derived: dict[str, set[str]],
+) -> None:
+    """Every acknowledged Unit stored once, nothing stored that was not attempted, every job
+    done with exactly the Units stored for its document (completed once in effect: a first
+    attempt cut short left nothing beside the retry's)."""
+    assert load.acked, "no write was acknowledged"
+    lost = [t for t, uid in load.acked.items() if by_text.get(t) != [uid]]
+    assert not lost, lost[:5]
+    assert all(len(ids) == 1 for ids in by_text.values()), "a Unit stored twice"
+    assert set(by_text) <= load.attempted
+    assert all(j["state"] == "done" for j in jobs), jobs
+    media = [j for j in jobs if j["kind"] == "derive"]
+    assert len(media) == 2 and len(derived) == 2, (media, sorted(derived))
+    for j in media:
+        assert set(j["unit_ids"]) == derived[j["doc_id"]], j
+
+
 def _start_worker(env: dict[str, str], data: Path, log: Path) -> subprocess.Popen[bytes]:
     out = open(log, "ab")  # noqa: SIM115  (the child keeps it)
     return subprocess.Popen([*CLI, "worker", "--data", str(data)], env=env, stdout=out, stderr=out)
@@ -151,12 +202,7 @@ def test_kill_9_of_an_api_process_and_a_worker_loses_and_duplicates_nothing(
         load.stop.set()
         for t in threads:
             t.join(120)
-        deadline = time.monotonic() + 900
-        jobs = _jobs(port)
-        while any(j["state"] in ("queued", "running") for j in jobs):
-            assert time.monotonic() < deadline, jobs
-            time.sleep(1.0)
-            jobs = _jobs(port)
+        jobs = settled_jobs(port)
         status, audit = _request(port, "GET", "/v1/audit/verify")
     finally:
         load.stop.set()
@@ -173,30 +219,7 @@ def test_kill_9_of_an_api_process_and_a_worker_loses_and_duplicates_nothing(
         out.close()
     assert "exited with code -9" in log.read_text()
     assert load.acked and load.searches, (len(load.acked), load.searches)
-    assert all(j["state"] == "done" for j in jobs), jobs
     assert status == 200 and audit["ok"], audit
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        by_text: dict[str, list[str]] = {}
-        for uid, text in conn.execute("SELECT unit_id, text FROM units WHERE doc_id LIKE 'kill-%'"):
-            by_text.setdefault(str(text), []).append(str(uid))
-        derived = {
-            str(doc): {str(u) for u in ids}
-            for doc, ids in conn.execute(
-                "SELECT doc_id, array_agg(unit_id) FROM units WHERE object_key IS NOT NULL"
-                " GROUP BY doc_id"
-            )
-        }
-    lost = [t for t, uid in load.acked.items() if by_text.get(t) != [uid]]
-    assert not lost, lost[:5]
-    assert all(len(ids) == 1 for ids in by_text.values()), "a Unit stored twice"
-    assert set(by_text) <= load.attempted
-    # Each job's Units are exactly the ones stored for its document: a first attempt cut short
-    # left nothing behind beside the takeover's (completed once in effect).
-    media = [j for j in jobs if j["kind"] == "derive"]
-    assert len(media) == 2 and len(derived) == 2, (media, sorted(derived))
-    for j in media:
-        assert set(j["unit_ids"]) == derived[j["doc_id"]], j
+    assert_nothing_lost(load, jobs, *stored(url))
     killed = next(j for j in jobs if j["job_id"] == running[0])
     assert killed["attempts"] >= 2, killed  # the takeover really ran it again
