@@ -173,7 +173,7 @@ def test_a_lagging_standby_never_returns_a_deleted_or_re_permissioned_unit(
     view = backend.search.view(
         ReadFilter(principal="ben", scopes=(SCOPE,), groups=frozenset({"ops"}), planes=("text",))
     )
-    vec = backend_vector(client, "glacier survey")
+    vec = _query_vector(client, "glacier survey")
     leg = view.dense(vec, 10)
     assert leg.detail.endswith("on replica0") and not leg.checked and not leg.fresh
     assert len(leg.keys) == 2
@@ -183,7 +183,7 @@ def test_a_lagging_standby_never_returns_a_deleted_or_re_permissioned_unit(
     assert "survey" not in docs and "moraine" not in docs
 
 
-def backend_vector(client: Any, text: str) -> Any:
+def _query_vector(client: Any, text: str) -> Any:
     return client.app.state.svc.embedder.embed_query(text)
 
 

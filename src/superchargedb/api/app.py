@@ -131,12 +131,11 @@ def create_app(svc: Service) -> FastAPI:
             read_after = positions.parse(after) if after is not None else None
         except ValueError as exc:
             response = error_response(ValidationError(str(exc), field=READ_AFTER))
-            response.headers["X-Request-Id"] = rid
-            return response
-        with positions.tracking(read_after) as written:
-            response = await call_next(request)
-        if written:  # read-your-writes across replicas (D-271)
-            response.headers[COMMIT_POSITION] = positions.render(max(written))
+        else:
+            with positions.tracking(read_after) as written:
+                response = await call_next(request)
+            if written:  # read-your-writes across replicas (D-271)
+                response.headers[COMMIT_POSITION] = positions.render(max(written))
         ms = (time.perf_counter() - t0) * 1000
         for k, v in SECURITY_HEADERS.items():
             response.headers.setdefault(k, v)

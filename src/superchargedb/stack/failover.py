@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import standby as standby_mod
-from .procs import ProcRef
 from .up import StackError, _write_state, read_state, stack_dir
 
 
@@ -29,7 +28,7 @@ def failover(data: Path, *, echo: Callable[[str], None] = print) -> float:
     state = read_state(data)
     if state is None:
         raise StackError("no stack is running for this data dir")
-    if "standby" not in state.nodes:
+    if "standby" not in state.nodes or "standby" not in state.processes:
         raise StackError("this stack has no standby to fail over to (start it with --standby)")
     root = stack_dir(data)
     old, new = state.nodes["primary"], state.nodes["standby"]
@@ -42,8 +41,8 @@ def failover(data: Path, *, echo: Callable[[str], None] = print) -> float:
     (root / standby_mod.PRIMARY_FILE).write_text(new["dir"] + "\n")
     echo(f"promoted {new['dir']} (port {new['port']}) to primary in {took:.2f} s")
     state.nodes = {"primary": new, "fenced": old}
-    state.processes["postgres"] = state.processes.pop("standby", ProcRef(0, None))
-    state.logs["postgres"] = state.logs.pop("standby", "")
-    state.processes.pop("fenced", None)
+    # The promoted node is the one `stack down` stops as PostgreSQL now; the fenced one is dead.
+    state.processes["postgres"] = state.processes.pop("standby")
+    state.logs["postgres"] = state.logs.pop("standby", state.logs.get("postgres", ""))
     _write_state(state)
     return took

@@ -72,7 +72,6 @@ def add_standby(
     name: str = "standby1",
     durable: bool = True,
     synchronous: bool = False,
-    settings: tuple[str, ...] = (),
 ) -> postgres.PostgresServer:
     """A hot standby of ``primary`` under ``data_dir`` (copied now), streaming and started."""
     data_dir = Path(data_dir)
@@ -103,7 +102,7 @@ def add_standby(
                 **as_user,
             )
         shutil.copy2(primary.data_dir / "password", data_dir / "password")
-    standby = postgres.start(data_dir, durable=durable, settings=settings)
+    standby = postgres.start(data_dir, durable=durable)
     wait_until(lambda: _streaming(primary, name), SYNC_TIMEOUT_S, f"standby {name} streaming")
     if synchronous:
         _set(primary, "synchronous_standby_names", f'"{name}"')

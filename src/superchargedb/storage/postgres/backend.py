@@ -17,7 +17,6 @@ Blobs are the blob store it is given: content-addressed files under ``objects_di
 from __future__ import annotations
 
 import errno
-import functools
 import json
 import logging
 import secrets
@@ -182,12 +181,7 @@ class PgBackend:
                 Replica(f"replica{i}", make_pool(u, f"{app}-r{i}", pool_size))
                 for i, u in enumerate(replica_urls)
             ]
-            b.replicas = Replicas(
-                b._conn,
-                nodes,
-                lambda p: functools.partial(b._conn_on, p),
-                max_lag_ms=replica_max_lag_ms,
-            )
+            b.replicas = Replicas(b._conn, nodes, b._conn_on, max_lag_ms=replica_max_lag_ms)
         with acting.as_system():
             b.outbox.replay()
         return b

@@ -18,6 +18,7 @@ cached (``Leg.fresh``): an entry keyed by the newest generations must not hold a
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
@@ -45,10 +46,11 @@ def _lsn(value: object) -> int:
 
 @dataclass(frozen=True)
 class _Seen:
-    """One standby's last sample: its replayed position and when it was read (monotonic)."""
+    """One standby's last sample: its replayed position, and the time (monotonic) of the
+    newest primary sample it covers, None when it covers none (its staleness is unbounded)."""
 
     replay: int
-    at: float
+    covers: float | None
 
 
 class Replica:
@@ -62,14 +64,17 @@ class Replicas:
         self,
         primary: Conn,
         replicas: Sequence[Replica],
-        wrap: Callable[[ConnectionPool[psycopg.Connection[Any]]], Conn],
+        conn_on: Callable[
+            [ConnectionPool[psycopg.Connection[Any]]],
+            AbstractContextManager[psycopg.Connection[Any]],
+        ],
         *,
         max_lag_ms: int,
         poll_ms: int = 100,
     ) -> None:
         self.primary = primary
         self.nodes = list(replicas)
-        self.wrap = wrap  # a pool as a connection factory that enters the request's tenants
+        self.conn_on = conn_on  # a pool's connection, in the request's tenants
         self.max_lag_s = max_lag_ms / 1000
         self.poll_s = poll_ms / 1000
         self._history: deque[tuple[float, int]] = deque(maxlen=HISTORY)
@@ -96,8 +101,7 @@ class Replicas:
         for node in self.nodes:
             node.seen = self._sample(node)
 
-    @staticmethod
-    def _sample(node: Replica) -> _Seen | None:
+    def _sample(self, node: Replica) -> _Seen | None:
         try:
             with node.pool.connection(timeout=2) as conn:
                 row = conn.execute(
@@ -108,18 +112,19 @@ class Replicas:
             return None
         if row is None or not row[0] or row[1] is None:
             return None  # promoted, or not a standby: it answers as no replica
-        return _Seen(_lsn(row[1]), time.monotonic())
+        replay = _lsn(row[1])
+        # Every primary sample so far was taken before this one: those at or below its replay
+        # position are on it.
+        covered = [t for t, lsn in self._history if lsn <= replay]
+        return _Seen(replay, max(covered) if covered else None)
 
     # -- choosing -------------------------------------------------------------------------
-    def staleness_s(self, node: Replica, now: float | None = None) -> float | None:
+    def staleness_s(self, node: Replica) -> float | None:
         """How far ``node`` may trail the primary (seconds), None when nothing bounds it."""
         seen = node.seen
-        if seen is None:
+        if seen is None or seen.covers is None:
             return None
-        covered = [t for t, lsn in list(self._history) if t <= seen.at and lsn <= seen.replay]
-        if not covered:
-            return None
-        return (time.monotonic() if now is None else now) - max(covered)
+        return time.monotonic() - seen.covers
 
     def pick(self, after: int | None = None) -> tuple[str, Conn] | None:
         """A standby that may answer now (round robin among them), else None: the primary."""
@@ -132,7 +137,7 @@ class Replicas:
                 continue
             if after is not None and seen.replay < after:
                 continue
-            return node.name, self.wrap(node.pool)
+            return node.name, functools.partial(self.conn_on, node.pool)
         return None
 
     def failed(self, name: str) -> None:
