@@ -15,7 +15,9 @@ import pytest
 from superchargedb.stack import postgres
 from superchargedb.storage.protocols import UnitRecord
 
-_server: postgres.PostgresServer | None = None
+# Server 0 holds every test's databases; server 1 is a second cluster, started only by the tests
+# that spread tenants over two (test_pg_clusters.py).
+_servers: dict[int, postgres.PostgresServer] = {}
 _lock = threading.Lock()
 
 
@@ -31,18 +33,18 @@ def available() -> str | None:
     return None
 
 
-def server() -> postgres.PostgresServer:
-    global _server
+def server(n: int = 0) -> postgres.PostgresServer:
     why = available()
     if why is not None:
         pytest.skip(why)
     with _lock:
-        if _server is None or not _server.alive():
+        s = _servers.get(n)
+        if s is None or not s.alive():
             # Not under pytest's tmp dirs: their 0700 parents keep the postgres user out.
-            d = Path(tempfile.mkdtemp(prefix="scdb-pg-"))
-            _server = postgres.start(d, durable=False)
-            atexit.register(_stop, _server)
-        return _server
+            d = Path(tempfile.mkdtemp(prefix=f"scdb-pg{n}-"))
+            s = _servers[n] = postgres.start(d, durable=False)
+            atexit.register(_stop, s)
+        return s
 
 
 def _stop(s: postgres.PostgresServer) -> None:
@@ -50,19 +52,20 @@ def _stop(s: postgres.PostgresServer) -> None:
     shutil.rmtree(s.data_dir, ignore_errors=True)
 
 
-_created: list[str] = []  # databases made since the last drop_created()
+_created: list[tuple[int, str]] = []  # (server, database) made since the last drop_created()
 
 
-def database(key: Path | str) -> str:
-    """The URL of the database for ``key`` (created empty on first use; the same one after)."""
+def database(key: Path | str, n: int = 0) -> str:
+    """The URL of the database for ``key`` on server ``n`` (created empty on first use; the
+    same one after)."""
     import psycopg
 
-    s = server()
+    s = server(n)
     name = "t_" + hashlib.sha256(str(key).encode()).hexdigest()[:24]
     with psycopg.connect(s.url(), autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
             conn.execute(f'CREATE DATABASE "{name}"'.encode())
-            _created.append(name)
+            _created.append((n, name))
     return s.url(name)
 
 
@@ -71,11 +74,13 @@ def drop_created() -> None:
     PostgreSQL makes one per service, each a copy of the template."""
     import psycopg
 
-    if not _created or _server is None or not _server.alive():
-        return
-    with psycopg.connect(_server.url(), autocommit=True) as conn:
-        while _created:
-            conn.execute(f'DROP DATABASE IF EXISTS "{_created.pop()}" WITH (FORCE)'.encode())
+    while _created:
+        n, name = _created.pop()
+        s = _servers.get(n)
+        if s is None or not s.alive():
+            continue
+        with psycopg.connect(s.url(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
 
 
 def terminate(application_name: str) -> int:

@@ -6,6 +6,11 @@ it hands out a connection. Nothing set means the process itself acts (start-up, 
 job runner, the operator's commands): those are not confined. ``as_system`` marks the few
 places inside a request that must see across tenants on purpose (a principal's quota over all
 its scopes, the object collector's blob references) so that each is one visible line.
+
+The tenants also say which cluster a request's statements go to when tenants are spread over
+several databases (``storage/postgres/router.py``, D-277): ``as_system`` lifts the row-level
+confinement but keeps that route (the unconfined read still runs on the request's own
+cluster); ``as_process`` drops both, for the operator's few deployment-wide reads.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 _ACTING: ContextVar[tuple[str, ...] | None] = ContextVar("scdb_acting_tenants", default=None)
+_ROUTE: ContextVar[tuple[str, ...] | None] = ContextVar("scdb_route_tenants", default=None)
 
 
 def tenant_of(scope: str) -> str:
@@ -28,7 +34,9 @@ def _tenants(scopes: Iterable[str]) -> tuple[str, ...]:
 
 def act_for(scopes: Iterable[str]) -> None:
     """Confine the rest of this context (one request) to the tenants of ``scopes``."""
-    _ACTING.set(_tenants(scopes))
+    tenants = _tenants(scopes)
+    _ACTING.set(tenants)
+    _ROUTE.set(tenants)
 
 
 def acting_tenants() -> tuple[str, ...] | None:
@@ -36,13 +44,22 @@ def acting_tenants() -> tuple[str, ...] | None:
     return _ACTING.get()
 
 
+def routed_tenants() -> tuple[str, ...] | None:
+    """The tenants whose cluster the current context's statements go to (kept under
+    ``as_system``); None when the process acts for itself."""
+    return _ROUTE.get()
+
+
 @contextmanager
 def acting_for(scopes: Iterable[str]) -> Iterator[None]:
-    """``act_for`` for a block only (tests, background work done for one principal)."""
-    token = _ACTING.set(_tenants(scopes))
+    """``act_for`` for a block only (a queued job run for its tenant, the demo's seeding,
+    tests)."""
+    tenants = _tenants(scopes)
+    token, route = _ACTING.set(tenants), _ROUTE.set(tenants)
     try:
         yield
     finally:
+        _ROUTE.reset(route)
         _ACTING.reset(token)
 
 
@@ -53,4 +70,16 @@ def as_system() -> Iterator[None]:
     try:
         yield
     finally:
+        _ACTING.reset(token)
+
+
+@contextmanager
+def as_process() -> Iterator[None]:
+    """A block that acts for the whole deployment: unconfined and on no one cluster (the
+    operator's audit verification over every chain)."""
+    token, route = _ACTING.set(None), _ROUTE.set(None)
+    try:
+        yield
+    finally:
+        _ROUTE.reset(route)
         _ACTING.reset(token)

@@ -104,6 +104,12 @@ class ObjectInUseError(ConflictError):
     code = "object_in_use"
 
 
+class ClusterSpanError(ConflictError):
+    """A principal's scopes would name tenants held by different clusters (D-277)."""
+
+    code = "cluster_span"
+
+
 class RequestTimeoutError(SCDBError):
     code = "request_timeout"
     http_status = 408

@@ -44,6 +44,20 @@ class OperatorStore(TenancyMixin):
         data = Path(s.data_dir)
         self.audit_key = audit.load_key(s.audit_key_file)
         self.audit_anchor = audit.anchor_path(data, s.audit_anchor_file)
+        if s.cluster_urls:  # tenants over several clusters: the directory and each (D-277)
+            from .storage.postgres.open import open_operator_router
+
+            router = open_operator_router(
+                s,
+                audit_key=self.audit_key,
+                objects_root=data / "objects",
+                audit_anchor=self.audit_anchor,
+            )
+            self.auth_store = router.auth
+            self.audit_trail = router.audit_trail
+            self.router = router
+            self._close = router.close
+            return
         backend = open_operator(
             s, audit_key=self.audit_key, blobs_root=data / "objects", audit_anchor=self.audit_anchor
         )

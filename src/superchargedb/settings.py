@@ -150,6 +150,14 @@ class Settings(BaseSettings):
     # trails the primary by at most replica_max_lag_ms (storage/postgres/replicas.py, D-270).
     database_replica_urls: str = ""
     replica_max_lag_ms: int = Field(default=1000, ge=0)
+    # Tenants spread over several clusters (D-277): "name=postgresql://...,name=..."; each
+    # tenant's data lives in one, and database_url is then the directory database (principals,
+    # keys, sessions, usage, and which cluster holds each tenant).
+    cluster_urls: str = Field(
+        default="",
+        pattern=r"^$|^[a-z0-9][a-z0-9_-]{0,30}=postgres(ql)?://[^,]+"
+        r"(,[a-z0-9][a-z0-9_-]{0,30}=postgres(ql)?://[^,]+)*$",
+    )
 
     # Objects in an S3-compatible store (storage/s3/, D-190); unset = files under data_dir.
     s3_endpoint_url: str | None = None

@@ -101,19 +101,21 @@ def providers(s: Settings) -> list[ChatProvider]:
     return out
 
 
-def blob_store(s: Settings, data: Path) -> FileBlobStore:
+def blob_store(s: Settings, data: Path, cluster: str | None = None) -> FileBlobStore:
     """The objects' blobs: files under the data dir, or an S3 bucket when one is set (D-190),
-    with its upload temp files and local copies in the same ``objects/`` folder."""
+    with its upload temp files and local copies in the same ``objects/`` folder. A cluster's
+    (D-279) are its own: ``objects/<cluster>/``, and ``<prefix><cluster>/`` in the bucket."""
+    local = data / "objects" if cluster is None else data / "objects" / cluster
     if not s.s3_endpoint_url:
-        return FileBlobStore(data / "objects")
+        return FileBlobStore(local)
     from .storage.s3.client import make_client
 
     client = make_client(s.s3_endpoint_url, s.s3_access_key, s.s3_secret_key, s.s3_region)
     store = S3BlobStore(
         client,
         s.s3_bucket,
-        data / "objects",
-        prefix=s.s3_prefix,
+        local,
+        prefix=s.s3_prefix if cluster is None else f"{s.s3_prefix}{cluster}/",
         cache_max_bytes=s.s3_cache_max_bytes,
     )
     store.check()  # a wrong endpoint, bucket or key stops the start, not the first upload
@@ -130,7 +132,23 @@ def _open_backend(
     blobs: FileBlobStore,
     locked_at: float,
 ) -> tuple[ServerBackend, dict[str, Any]]:
-    """The one backend (D-231, D-246) and what it shows of itself (``_embedded_parts``)."""
+    """The one backend (D-231, D-246) and what it shows of itself (``_embedded_parts``); over
+    several clusters (D-277), also the parts that are not the backend's own: the directory's
+    auth store and meter store, and the blob store that follows the request."""
+    if s.database_url and s.cluster_urls:
+        from .storage.postgres.open import open_router
+
+        router, routed_blobs = open_router(
+            s,
+            model_id=emb.model_id,
+            dim=emb.dim,
+            audit_key=audit_key,
+            objects_root=blobs.root,
+            blobs_for=lambda name: blob_store(s, Path(s.data_dir), name),
+            audit_anchor=audit_anchor,
+        )
+        parts = {"auth_store": router.auth, "blobs": routed_blobs, "meter_store": router.directory}
+        return router, parts
     if s.database_url:
         from .storage.postgres.open import open_backend
 
@@ -195,6 +213,9 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         if lock is not None:
             lock.release()
         raise
+    auth_store = inside.pop("auth_store", backend)
+    blobs = inside.pop("blobs", blobs)
+    meter_store = inside.pop("meter_store", backend)
     reranker = make_reranker(s)
     searcher = Searcher(s, backend.search, emb, reranker)
     answerer = Answerer(
@@ -223,12 +244,12 @@ def build_components(settings: Settings, embedder: Embedder | None = None) -> Co
         blobs=blobs,
         writes=backend,
         bulk=backend.bulk,
-        meter=Meter(backend),
+        meter=Meter(meter_store),
         metrics=Metrics(),
         counts=backend.counts,
         job_views=backend.job_views,
         audit_trail=backend.audit_trail,
-        auth_store=backend,
+        auth_store=auth_store,
         outbox=backend.outbox,
         vectors=backend.vectors,
         unit_reader=backend.units,
@@ -280,7 +301,19 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
     key = audit.load_key(s.audit_key_file)
     blobs = blob_store(s, Path(s.data_dir))
     store: WriteStore
-    if s.database_url:
+    if s.database_url and s.cluster_urls:
+        from .storage.postgres.open import open_router
+
+        router, blobs = open_router(
+            s,
+            model_id=emb.model_id,
+            dim=emb.dim,
+            audit_key=key,
+            objects_root=blobs.root,
+            blobs_for=lambda name: blob_store(s, Path(s.data_dir), name),
+        )
+        store, close = router, router.close
+    elif s.database_url:
         from .storage.postgres.open import open_backend
 
         store = open_backend(

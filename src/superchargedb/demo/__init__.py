@@ -9,6 +9,7 @@ import dataclasses
 from importlib import resources
 from typing import Any
 
+from .. import acting
 from ..service import Service
 
 # (principal name, key, perms, tier, scopes, active scope, groups, quota)
@@ -90,5 +91,6 @@ def seed(svc: Service) -> dict[str, Any]:
             "mime": "text/markdown" if fname.endswith(".md") else "text/plain",
             "acl_groups": groups,
         }
-        results[fname] = svc.ingest(p, {"units": [unit]}, scope)
+        with acting.acting_for(p.scopes):  # as the gate would act for the owner's key
+            results[fname] = svc.ingest(p, {"units": [unit]}, scope)
     return results

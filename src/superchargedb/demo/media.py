@@ -19,7 +19,9 @@ import wave
 from pathlib import Path
 from typing import Any
 
+from .. import acting
 from ..service import Service
+from ..types import Principal
 
 log = logging.getLogger("superchargedb.demo")
 
@@ -138,6 +140,11 @@ def seed_media(svc: Service, alice_key: str) -> dict[str, Any]:
     if missing:
         return {"skipped": f"needs {', '.join(missing)} (scripts/setup.sh installs them)"}
     alice = dataclasses.replace(svc.authenticate(f"Bearer {alice_key}"), is_operator=True)
+    with acting.acting_for(alice.scopes):  # as the gate would act for her key
+        return _seed_media(svc, alice)
+
+
+def _seed_media(svc: Service, alice: Principal) -> dict[str, Any]:
     d = Path(svc.settings.data_dir) / "demo-media"
     d.mkdir(parents=True, exist_ok=True)
     jobs = {}

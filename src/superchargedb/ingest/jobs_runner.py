@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .. import faults
+from .. import acting, faults
 from ..errors import SCDBError, UnavailableError
 from ..storage.protocols import JobQueue, Lease, LeaseLostError
 from ..storage.protocols_writes import Word
@@ -85,6 +85,12 @@ class JobRunner:
         stop = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(job, stop), daemon=True)
         beat.start()
+        # The job runs as its tenant: confined to it like the request that queued it, and
+        # on the cluster that holds it when tenants are spread over several (D-277).
+        with acting.acting_for([job.scope]):
+            return self._attempt(job, stop, beat)
+
+    def _attempt(self, job: Lease, stop: threading.Event, beat: threading.Thread) -> bool:
         try:
             self._run(job)
         except LeaseLostError:

@@ -12,7 +12,7 @@ it with the reference rule. Counts take the grants only: they name no Unit (D-18
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -128,13 +128,15 @@ class Maintenance(Protocol):
 class ChainReport:
     """The audit chain recomputed: ``head`` is the newest record's hash when it verifies;
     ``first_bad_seq`` and ``reason`` name the first break when not (``first_bad_seq`` None:
-    the signed anchor itself is bad)."""
+    the signed anchor itself is bad). A store that keeps several chains (a directory and its
+    clusters, D-278) reports each in ``chains``, and ``ok`` when every one verifies."""
 
     ok: bool
     records: int
     head: str | None = None
     first_bad_seq: int | None = None
     reason: str | None = None
+    chains: Mapping[str, ChainReport] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -287,6 +287,19 @@ def _m009_inline_vectors(dim: int) -> str:
     return "ALTER TABLE units ALTER COLUMN embedding SET STORAGE MAIN;"
 
 
+def _m010_tenant_clusters(dim: int) -> str:
+    """The tenant directory (D-277): which cluster holds each tenant, kept in the directory
+    database (every database has the table; only the directory's is used)."""
+    return """
+CREATE TABLE tenant_clusters (
+  tenant text PRIMARY KEY,
+  cluster text NOT NULL,
+  placed_at bigint NOT NULL
+);
+REVOKE INSERT, UPDATE, DELETE ON tenant_clusters FROM scdb_tenant;
+"""
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
     (1, "base", _m001_base),
     (2, "writes", _m002_writes),
@@ -297,6 +310,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[int], str]]] = [
     (7, "outbox_tail", _m007_outbox_tail),
     (8, "plane_scope", _m008_plane_scope),
     (9, "inline_vectors", _m009_inline_vectors),
+    (10, "tenant_clusters", _m010_tenant_clusters),
 ]
 
 
