@@ -143,10 +143,15 @@ def stored_rows(svc: Service, sql: str, params: Sequence[Any] = ()) -> list[tupl
     if url:
         import psycopg
 
-        with psycopg.connect(url, autocommit=True) as conn:
-            query = sql.replace("?", "%s").encode()
-            cur = conn.execute(query, tuple(params)) if params else conn.execute(query)
-            return [tuple(r) for r in cur.fetchall()]
+        # Tenants over several clusters (D-277): the tenants' tables are the clusters' rows.
+        clusters = [c.split("=", 1)[1] for c in svc.settings.cluster_urls.split(",") if c]
+        out: list[tuple[Any, ...]] = []
+        for u in clusters or [url]:
+            with psycopg.connect(u, autocommit=True) as conn:
+                query = sql.replace("?", "%s").encode()
+                cur = conn.execute(query, tuple(params)) if params else conn.execute(query)
+                out += [tuple(r) for r in cur.fetchall()]
+        return out
     rows = embedded(svc).catalog.reader().execute(sql, tuple(params)).fetchall()
     return [tuple(r) for r in rows]
 

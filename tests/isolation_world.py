@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import httpx
 from conftest import make_service
 from isolation_checks import STATS, Checker, EchoLLM
 from isolation_model import CREATORS, GROUPS, SEGS, P, World, pool_text, ref_inside, tiny_png
+from superchargedb import acting
 from superchargedb.api.app import create_app
 from superchargedb.auth import principals as principals_mod
 from superchargedb.errors import NotFoundError
@@ -33,8 +35,18 @@ def builder(name: str, roots: tuple[str, ...]) -> Principal:
     )
 
 
-def build(tmp: Path, spec: dict[str, Any], emb: Any, llm_url: str) -> tuple[Service, World]:
-    svc = make_service(  # on the suite's backend (SCDB_TEST_BACKEND)
+def build(
+    tmp: Path,
+    spec: dict[str, Any],
+    emb: Any,
+    llm_url: str,
+    *,
+    make: Callable[..., Service] = make_service,
+    cluster_of: Callable[[str], str] | None = None,
+) -> tuple[Service, World]:
+    """``make`` opens the service (the suite's backend by default); with ``cluster_of`` (a
+    scope's cluster: tenants over several, D-277) each builder write is one cluster's."""
+    svc = make(
         tmp,
         emb,
         job_workers=0,  # jobs stay queued: their rows are what GET /v1/jobs reads
@@ -65,7 +77,8 @@ def build(tmp: Path, spec: dict[str, Any], emb: Any, llm_url: str) -> tuple[Serv
         m = f"seco{j:03d}{salt}"
         key = f"{o['scope']}/{m}.txt"
         body = pool_text(o["topic"], m).encode()
-        _put(svc, builder(o["owner"], roots), o, key, body, "text/plain", world, m)
+        with acting.acting_for(_roots_on(roots, _on(cluster_of, o["scope"]), cluster_of)):
+            _put(svc, builder(o["owner"], roots), o, key, body, "text/plain", world, m)
         text_keys.append(key)
     by_creator: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {c: [] for c in CREATORS}
     for i, u in enumerate(spec["units"]):
@@ -92,7 +105,8 @@ def build(tmp: Path, spec: dict[str, Any], emb: Any, llm_url: str) -> tuple[Serv
         mo = f"seco{len(spec['objects']) + k:03d}{salt}"
         key = f"{md['scope']}/{mo}.png"
         o = {**md, "owner": md["creator"]}
-        _put(svc, builder(md["creator"], roots), o, key, png, "image/png", world, mo)
+        with acting.acting_for(_roots_on(roots, _on(cluster_of, md["scope"]), cluster_of)):
+            _put(svc, builder(md["creator"], roots), o, key, png, "image/png", world, mo)
         mj = f"secj{k:03d}{salt}"
         raw = {
             "scope": md["scope"],
@@ -103,24 +117,46 @@ def build(tmp: Path, spec: dict[str, Any], emb: Any, llm_url: str) -> tuple[Serv
             "mime": "image/png",
         }
         by_creator[md["creator"]].append((raw, {**md, "marker": mj, "doc_id": f"doc-{mj}"}))
-    for creator, items in by_creator.items():
-        if not items:
-            continue
-        res = svc.ingest(
-            builder(creator, roots), {"units": [r for r, _ in items], "mode": "append"}
-        )
-        for (_, ref), r in zip(items, res["results"], strict=True):
-            assert r["ok"], r
-            if "job_id" in r:
-                world.jobs[r["job_id"]] = ref
-            else:
-                world.units[r["unit_id"]] = ref
+    for creator, all_items in by_creator.items():
+        # One ingest per cluster (one cluster's write each), acting for its scopes as the
+        # gate would for a key; with one database, one ingest.
+        batches: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+        for item in all_items:
+            batches.setdefault(_on(cluster_of, item[0]["scope"]), []).append(item)
+        for cluster, items in batches.items():
+            with acting.acting_for(_roots_on(roots, cluster, cluster_of)):
+                res = svc.ingest(
+                    builder(creator, roots), {"units": [r for r, _ in items], "mode": "append"}
+                )
+            _record(world, items, res)
     world.requests = list(spec["requests"])  # probes are added per check
     # A document is charged to its first creator (ingest runs creator by creator, in order).
     for c in CREATORS:
         for _, ref in by_creator[c]:
             world.doc_creator.setdefault((ref["scope"], ref["doc_id"], ref["owner"]), c)
     return svc, world
+
+
+def _roots_on(
+    roots: tuple[str, ...], cluster: str, cluster_of: Callable[[str], str] | None
+) -> list[str]:
+    """What the gate would act for with a builder's key on one cluster: its roots there."""
+    return [r for r in roots if cluster_of is None or cluster_of(r) == cluster]
+
+
+def _on(cluster_of: Callable[[str], str] | None, scope: str) -> str:
+    return cluster_of(scope) if cluster_of else ""
+
+
+def _record(
+    world: World, items: list[tuple[dict[str, Any], dict[str, Any]]], res: dict[str, Any]
+) -> None:
+    for (_, ref), r in zip(items, res["results"], strict=True):
+        assert r["ok"], r
+        if "job_id" in r:
+            world.jobs[r["job_id"]] = ref
+        else:
+            world.units[r["unit_id"]] = ref
 
 
 def patch_target(world: World, patch: dict[str, Any]) -> dict[str, Any]:
@@ -169,7 +205,10 @@ def repermission(svc: Service, world: World, patch: dict[str, Any]) -> None:
         and (u["owner"] == op.name or set(u["groups"]) & op.groups)
     ]
     try:
-        svc.patch_doc(op, target["doc_id"], {"acl_groups": patch["groups"]}, None, target["scope"])
+        with acting.acting_for([target["scope"]]):
+            svc.patch_doc(
+                op, target["doc_id"], {"acl_groups": patch["groups"]}, None, target["scope"]
+            )
     except NotFoundError:
         assert not hit, "PATCH found nothing the operator can see"
         return

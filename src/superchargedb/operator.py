@@ -8,6 +8,7 @@ the audit key; D-41, D-183) under the same tenancy facade the API uses.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .settings import Settings
 from .storage.protocols_auth import AuthStore
@@ -16,9 +17,13 @@ from .storage.sqlite.audit_trail import SqliteAuditTrail
 from .storage.sqlite.offline import OfflineCatalog
 from .tenancy import TenancyMixin
 
+if TYPE_CHECKING:
+    from .storage.postgres.router import ClusterRouter
+
 
 class OperatorStore(TenancyMixin):
     def __init__(self, settings: Settings) -> None:
+        self.router: ClusterRouter | None = None  # tenants over several clusters (D-277)
         if settings.database_url:
             self._init_database(settings)
             return

@@ -17,12 +17,14 @@ from .mcp import register as register_mcp
 from .migrate import register as register_migrate
 from .remote import register as register_remote
 from .stack import stack_app
+from .tenants import tenants_app
 
 app = typer.Typer(
     help="SuperChargeDB: multimodal retrieval with cited answers.", no_args_is_help=True
 )
 app.add_typer(keys_app, name="keys")
 app.add_typer(audit_app, name="audit")
+app.add_typer(tenants_app, name="tenants")
 app.add_typer(stack_app, name="stack")
 register_maintenance(app)
 register_remote(app)
