@@ -4,8 +4,9 @@ second server. Look-alike tenants sit on different clusters (``acme`` on c1, ``a
 ``alpha`` ... on the other), so a routing or placement bug shows up as a marker in a body.
 
 A generated world becomes a world a clustered deployment can hold: each principal keeps the
-grants on the cluster of its first one (one principal's scopes lie in one cluster), and a Unit
-is derived only from an object on its own cluster. Every check is the property's own.
+grants on the cluster of its first one (one principal's scopes lie in one cluster), what a
+reader wrote lies on its cluster (else the operator wrote it), and a Unit is derived only from
+an object on its own cluster. Every check is the property's own.
 
 SCDB_CLUSTER_ISOLATION_EXAMPLES sets the number of worlds (default 8).
 """
@@ -15,6 +16,8 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import zlib
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +47,30 @@ PLACED = {t: ("c1" if t in C1 else "c2") for t in SEGS}
 
 
 def cluster_of(scope: str) -> str:
-    return PLACED[scope.split("/", 1)[0]]
+    """The world's placement: the named tenants as above, a generated look-alike (``acme-x``,
+    ``alpha0``) by a stable hash of its name."""
+    tenant = scope.split("/", 1)[0]
+    return PLACED.get(tenant) or ("c1" if zlib.crc32(tenant.encode()) % 2 else "c2")
+
+
+def tenants_of(spec: dict[str, Any]) -> set[str]:
+    """Every tenant the world stores in or grants."""
+    scopes = [g for p in spec["principals"] for g in p["grants"]]
+    scopes += [x["scope"] for k in ("objects", "units", "media") for x in spec[k]]
+    return {s.split("/", 1)[0] for s in scopes}
 
 
 def spread(spec: dict[str, Any]) -> dict[str, Any]:
     """The world as two clusters can hold it (see the module's docstring)."""
     out = copy.deepcopy(spec)
-    for p in out["principals"]:
-        home = cluster_of(sorted(p["grants"])[0])
+    homes: dict[str, str] = {}
+    for i, p in enumerate(out["principals"]):
+        home = homes[f"p{i}"] = cluster_of(sorted(p["grants"])[0])
         p["grants"] = {g for g in p["grants"] if cluster_of(g) == home}
+    # A reader's own writes land on its cluster; what it "created" elsewhere, the operator did.
+    for x in [*out["units"], *out["media"]]:
+        if x["creator"] in homes and cluster_of(x["scope"]) != homes[x["creator"]]:
+            x["creator"] = "operator"
     objects = out["objects"]
     for u in out["units"]:
         o = u["object"]
@@ -65,7 +83,8 @@ def spread(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def make_clustered(tmp: Path, emb: Any, **overrides: Any) -> Service:
+def make_clustered(tmp: Path, emb: Any, *, tenants: set[str], **overrides: Any) -> Service:
+    """A directory and two clusters, ``tenants`` placed by ``cluster_of`` before anything."""
     urls = f"c1={pg_stack.database(tmp / 'c1')},c2={pg_stack.database(tmp / 'c2', n=1)}"
     s = Settings(
         data_dir=tmp,
@@ -76,8 +95,8 @@ def make_clustered(tmp: Path, emb: Any, **overrides: Any) -> Service:
     svc = open_service(s, embedder=emb)
     router = svc.parts.backend
     assert isinstance(router, ClusterRouter)
-    for tenant, cluster in PLACED.items():
-        router.placement.place(tenant, cluster)
+    for tenant in sorted(tenants | set(SEGS)):
+        router.placement.place(tenant, cluster_of(tenant))
     return svc
 
 
@@ -110,7 +129,12 @@ def test_isolation_property_over_two_clusters(
     tmp = tmp_path_factory.mktemp("isoc")
     world_spec = spread(spec)
     svc, world = build(
-        tmp, world_spec, memo_embedder, echo_llm.url, make=make_clustered, cluster_of=cluster_of
+        tmp,
+        world_spec,
+        memo_embedder,
+        echo_llm.url,
+        make=partial(make_clustered, tenants=tenants_of(world_spec)),
+        cluster_of=cluster_of,
     )
     try:
         if not HARNESS:
@@ -128,11 +152,16 @@ def test_spread_worlds_keep_a_principal_on_one_cluster() -> None:
     spec = {
         "principals": [{"grants": {"acme0/x", "acme", "alpha"}}],
         "objects": [{"scope": "alpha"}, {"scope": "acme/y"}],
-        "units": [{"scope": "acme/z", "object": 0}, {"scope": "acme", "object": 1}],
+        "units": [
+            {"scope": "acme/z", "object": 0, "creator": "p0"},
+            {"scope": "alpha", "object": None, "creator": "p0"},
+        ],
+        "media": [],
     }
     out = spread(spec)
     assert out["principals"][0]["grants"] == {"acme"}
-    assert [u["object"] for u in out["units"]] == [None, 1]
+    assert [u["object"] for u in out["units"]] == [None, None]
+    assert [u["creator"] for u in out["units"]] == ["p0", "operator"]
     assert spec["principals"][0]["grants"] == {"acme0/x", "acme", "alpha"}  # a copy changed
     assert cluster_of("acme") != cluster_of("acme0")
     assert cluster_of("alpha") != cluster_of("alphabet") == cluster_of("alpha-b")
