@@ -317,3 +317,43 @@ def test_objects_with_the_same_bytes_in_two_clusters_are_kept_apart(
     assert r.status_code == 200 and r.json()["blob_collected"] is True
     got = client.get("/v1/objects/globex/ops/same.txt", headers=GUS)
     assert got.status_code == 200 and got.content == body
+
+
+def test_backup_and_restore_carry_the_directory_and_every_cluster(
+    two: tuple[Service, TestClient], tmp_path: Path, embedder: Embedder
+) -> None:
+    """Backup while serving: one folder per database (with each cluster's blobs); a restore
+    into empty databases brings back every tenant where it was, its objects and its chains."""
+    from superchargedb.auth.admin import OPERATOR as ROOT
+    from superchargedb.wiring import open_maintenance
+
+    svc, client = two
+    a = _ingest(client, ALICE, "acme/eng", "acme alpha reactor notes", "a1")
+    g = _ingest(client, GUS, "globex/ops", "globex beta reactor notes", "g1")
+    put = client.put(
+        "/v1/objects/globex/ops/kept.txt",
+        headers={**GUS, "Content-Type": "text/plain"},
+        content=b"globex object bytes",
+    )
+    assert put.status_code in (200, 201), put.text
+    dest = tmp_path / "backup"
+    manifest = open_maintenance(svc.settings).backup(dest)
+    assert manifest.units == 2 and manifest.objects == 1
+    assert sorted(p.name for p in dest.iterdir()) == ["c1", "c2", "directory", "manifest.json"]
+
+    fresh = tmp_path / "restored"
+    settings = Settings(data_dir=fresh, **cluster_settings(fresh))
+    restored = open_maintenance(settings).restore(dest)
+    assert restored.units == 2
+    svc2 = open_service(settings, embedder)
+    try:
+        assert svc2.audit_verify(ROOT)["ok"] is True
+        with TestClient(create_app(svc2)) as c2:
+            assert c2.get(f"/v1/units/{a}", headers=ALICE).status_code == 200
+            assert c2.get(f"/v1/units/{g}", headers=GUS).status_code == 200
+            assert c2.get(f"/v1/units/{g}", headers=ALICE).status_code == 404
+            got = c2.get("/v1/objects/globex/ops/kept.txt", headers=GUS)
+            assert got.status_code == 200 and got.content == b"globex object bytes"
+        assert router_of(svc2).placement.known() == {"acme": "c1", "globex": "c2"}
+    finally:
+        svc2.close()

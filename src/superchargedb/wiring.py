@@ -330,6 +330,18 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
 def open_maintenance(settings: Settings) -> Maintenance:
     """The data dir's whole-store operations (backup, restore, reindex) for the offline CLI:
     the database's and its blob folder's when ``database_url`` is set."""
+    if settings.database_url and settings.cluster_urls:
+        from .storage.postgres.cluster_maintenance import DIRECTORY, ClusteredMaintenance
+        from .storage.postgres.maintenance import PgMaintenance
+        from .storage.postgres.open import clusters_of
+
+        objects = Path(settings.data_dir) / "objects"
+        bins = _pg_bin_dir()
+        # The directory keeps no blobs: a folder that never exists.
+        parts = {DIRECTORY: PgMaintenance(settings.database_url, objects / ".none", bins)}
+        for name, url in clusters_of(settings).items():
+            parts[name] = PgMaintenance(url, objects / name, bins)
+        return ClusteredMaintenance(parts)
     if settings.database_url:
         from .storage.postgres.maintenance import PgMaintenance
 

@@ -36,6 +36,7 @@ from ...errors import ConflictError, UnavailableError, ValidationError
 from ...models.embedder import Embedder
 from ..protocols_reads import BackupManifest, Maintenance
 from ..sqlite.backup import manifest_record
+from . import rls
 
 FORMAT = 1
 DUMP = "catalog.pgdump"
@@ -138,6 +139,7 @@ class PgMaintenance:
                 raise ConflictError("the restore target database is not empty")
         if not _empty_or_missing(self.objects):
             raise ConflictError(f"restore target {self.objects} is not empty")
+        self._roles()  # the policies in the dump name the tenant role
         self._run(
             "pg_restore",
             "--no-owner",
@@ -147,9 +149,14 @@ class PgMaintenance:
             f"--dbname={conninfo_to_dict(self.url).get('dbname', '')}",
             str(src / DUMP),
         )
+        self._roles()  # the tenant role's grants on the restored tables
         if (src / "objects").is_dir():
             shutil.copytree(src / "objects", self.objects, dirs_exist_ok=True)
         return manifest_record(manifest)
+
+    def _roles(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(rls.restored_sql().encode())
 
     def reindex(self, embedder: Embedder, progress: Callable[[int, int], None]) -> int:
         with psycopg.connect(self.url, autocommit=True) as conn:

@@ -72,6 +72,8 @@ def clusters_of(s: Settings) -> dict[str, str]:
         name, _, url = item.partition("=")
         if name in out:
             raise ValidationError(f"cluster {name!r} is named twice in SCDB_CLUSTER_URLS")
+        if name == "directory":  # the directory database's own name in reports and backups
+            raise ValidationError("a cluster may not be named 'directory'")
         out[name] = url
     return out
 

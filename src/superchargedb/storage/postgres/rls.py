@@ -97,6 +97,14 @@ def _policies() -> str:
 def migration_sql() -> str:
     """Migration 6: the role, its grants and the policies."""
     return f"""
+{_role_sql()}
+REVOKE INSERT, UPDATE, DELETE ON meta, schema_version FROM {ROLE};
+{_policies()}
+"""
+
+
+def _role_sql() -> str:
+    return f"""
 DO $$
 BEGIN
   CREATE ROLE {ROLE} NOLOGIN NOBYPASSRLS;
@@ -118,8 +126,25 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {ROLE};
 GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO {ROLE};
 ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {ROLE};
 ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO {ROLE};
-REVOKE INSERT, UPDATE, DELETE ON meta, schema_version FROM {ROLE};
-{_policies()}
+"""
+
+
+def restored_sql() -> str:
+    """What a restore (``pg_restore --no-privileges``) does not carry: the tenant role's grants,
+    the read-only tables' revokes and the array overlap's LEAKPROOF mark, which are the
+    database's and the server's, not the dump's. Run before the restore (the policies name the
+    role) and after it (the grants name the tables)."""
+    return f"""
+{_role_sql()}
+DO $$
+BEGIN
+  IF to_regclass('meta') IS NOT NULL THEN
+    REVOKE INSERT, UPDATE, DELETE ON meta, schema_version FROM {ROLE};
+  END IF;
+  IF to_regclass('tenant_clusters') IS NOT NULL THEN
+    REVOKE INSERT, UPDATE, DELETE ON tenant_clusters FROM {ROLE};
+  END IF;
+END $$;
 """
 
 
