@@ -9,6 +9,7 @@ TEST_WORKERS ?= 2
 STACK_DATA ?= ./scdb-stack
 STACK_WORKERS ?= 2
 # STANDBY=1: `make stack` adds a synchronous hot standby (read replica, `stack failover`).
+# CLUSTERS=1: tenants over two PostgreSQL clusters and a directory database (D-277).
 STANDBY ?=
 
 .PHONY: setup run stack stack-down test test-fast test-postgres lint bench clean
@@ -26,7 +27,7 @@ run: setup
 # media worker, detached, with the demo data (docs/deploy.md); stack-down stops all of it.
 stack: setup
 	bash scripts/install_stack.sh
-	$(VENV)/bin/superchargedb stack up --data $(STACK_DATA) --port $(PORT) --workers $(STACK_WORKERS) $(if $(STANDBY),--standby)
+	$(VENV)/bin/superchargedb stack up --data $(STACK_DATA) --port $(PORT) --workers $(STACK_WORKERS) $(if $(STANDBY),--standby) $(if $(CLUSTERS),--clusters)
 
 stack-down: setup
 	$(VENV)/bin/superchargedb stack down --data $(STACK_DATA)

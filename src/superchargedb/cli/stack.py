@@ -38,6 +38,9 @@ def up(
     standby: bool = typer.Option(
         False, "--standby", help="Also a synchronous hot standby (reads, `stack failover`)"
     ),
+    clusters: bool = typer.Option(
+        False, "--clusters", help="Tenants over two PostgreSQL clusters and a directory database"
+    ),
 ) -> None:
     """Start PostgreSQL + pgvector, SeaweedFS and Valkey from their wheels, then the API and
     one media worker over them; print the URL and what was started."""
@@ -47,7 +50,13 @@ def up(
 
     try:
         state, started = stack_up(
-            data, port=port, workers=workers, demo=demo, standby=standby, echo=typer.echo
+            data,
+            port=port,
+            workers=workers,
+            demo=demo,
+            standby=standby,
+            clusters=clusters,
+            echo=typer.echo,
         )
     except (StackError, StackUnavailableError, FileNotFoundError, TimeoutError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -45,6 +45,7 @@ _STOPS: tuple[tuple[str, int, float], ...] = (
     ("api", signal.SIGTERM, API_STOP_S),
     ("worker", signal.SIGTERM, API_STOP_S),
     ("standby", signal.SIGINT, 30.0),  # before its primary, which would wait for it
+    ("postgres-c2", signal.SIGINT, 30.0),  # the second cluster (--clusters)
     ("valkey", signal.SIGTERM, 5.0),
     ("seaweedfs", signal.SIGTERM, 2.0),  # ignored for many seconds: killed after the grace
     ("postgres", signal.SIGINT, 30.0),  # fast shutdown: roll back, checkpoint, exit
@@ -172,6 +173,7 @@ def up(
     workers: int = 2,
     demo: bool = True,
     standby: bool = False,
+    clusters: bool = False,
     ready_timeout_s: float = READY_TIMEOUT_S,
     echo: Callable[[str], None] = print,
 ) -> tuple[StackState, bool]:
@@ -192,7 +194,7 @@ def up(
     url = f"http://127.0.0.1:{port}"
     state = StackState(str(data), url, workers, datetime.now(UTC).isoformat(timespec="seconds"))
     try:
-        start_engines(state, echo, standby=standby)
+        start_engines(state, echo, standby=standby, clusters=clusters)
         _start_processes(data, port, workers, demo, state, logs)
         _write_state(state)
         _wait_ready(state, ready_timeout_s)
@@ -205,12 +207,20 @@ def up(
 
 
 def start_engines(
-    state: StackState, echo: Callable[[str], None] = print, *, standby: bool = False
+    state: StackState,
+    echo: Callable[[str], None] = print,
+    *,
+    standby: bool = False,
+    clusters: bool = False,
 ) -> None:
     """PostgreSQL (with the database; with ``standby``, a synchronous hot standby too),
     SeaweedFS (with the bucket) and Valkey under the state's data dir; each is in
     ``state.processes`` as soon as it runs, and the settings the API needs are in
-    ``state.env``; the state file is written at the end."""
+    ``state.env``; the state file is written at the end. With ``clusters``, tenants are spread
+    over two clusters (D-277): the directory and cluster c1 are databases of the first
+    PostgreSQL, cluster c2 a second PostgreSQL server."""
+    if standby and clusters:
+        raise StackError("--standby with --clusters is not built (a standby per cluster is)")
     root = stack_dir(Path(state.data))
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -238,6 +248,16 @@ def start_engines(
             "SCDB_DATABASE_REPLICA_URLS": sb.url(DATABASE),
         }
         echo(f"synchronous standby on 127.0.0.1:{sb.port} ({time.monotonic() - t0:.1f} s)")
+    if clusters:
+        t0 = time.monotonic()
+        pg2 = postgres.start(root / "postgres-c2", durable=True)
+        state.processes["postgres-c2"] = ProcRef.of(pg2.process.pid)
+        state.logs["postgres-c2"] = str(pg2.log_path)
+        state.nodes["cluster-c2"] = {"dir": "postgres-c2", "port": pg2.port}
+        c1 = _ensure_database(pg, f"{DATABASE}_c1")
+        c2 = _ensure_database(pg2, DATABASE)
+        db_env["SCDB_CLUSTER_URLS"] = f"c1={c1},c2={c2}"
+        echo(f"second cluster on 127.0.0.1:{pg2.port} ({time.monotonic() - t0:.1f} s)")
     t0 = time.monotonic()
     weed = SeaweedFS(root / "seaweedfs", bucket=BUCKET)
     try:
