@@ -11,8 +11,8 @@ admin's "reads beyond" check (D-181), runs on the cluster of the target's tenant
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ... import acting
 from ...types import Principal
@@ -28,9 +28,17 @@ from ..protocols_auth import (
     SessionStore,
 )
 from .backend import PgBackend
+from .placement import Placement
 
-if TYPE_CHECKING:
-    from .router import ClusterRouter
+
+class ClusterRouter(Protocol):
+    """What the directory needs of the router (``router.py``): the placement, and a block on
+    one cluster."""
+
+    @property
+    def placement(self) -> Placement: ...
+
+    def on(self, name: str) -> AbstractContextManager[PgBackend]: ...
 
 
 def _tenants(p: Principal) -> set[str]:
