@@ -146,30 +146,28 @@ def test_a_principal_spanning_two_clusters_is_refused(two: tuple[Service, TestCl
     assert router_of(svc).placement.known()["initech"] == "c1"
 
 
-def _stat(url: str) -> tuple[int, int, int]:
-    """Committed + rolled back transactions and rows returned in the database of ``url``, and
-    how many sessions on it started or ran a statement in the last ``window`` (read from the
-    server's own ``postgres`` database, so the reading touches nothing in it)."""
-    db = url.rsplit("/", 1)[1].split("?", 1)[0]
-    admin = url.rsplit("/", 1)[0] + "/postgres"
+def _on_server(url: str) -> tuple[str, str]:
+    """The database's name, and a URL of its server's own ``postgres`` database: what is read
+    there touches nothing in the database watched."""
+    return url.rsplit("/", 1)[1].split("?", 1)[0], url.rsplit("/", 1)[0] + "/postgres"
+
+
+def _stat(url: str) -> tuple[int, int]:
+    """Committed + rolled back transactions, and rows returned + fetched, in the database."""
+    db, admin = _on_server(url)
     with psycopg.connect(admin, autocommit=True) as conn:
         row = conn.execute(
             "SELECT xact_commit + xact_rollback, tup_returned + tup_fetched"
             " FROM pg_stat_database WHERE datname = %s",
             (db,),
         ).fetchone()
-        busy = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND state <> 'idle'",
-            (db,),
-        ).fetchone()
-    assert row is not None and busy is not None
-    return int(row[0]), int(row[1]), int(busy[0])
+    assert row is not None
+    return int(row[0]), int(row[1])
 
 
 def _last_activity(url: str) -> float:
     """The newest start or state change of any session on the database (epoch seconds)."""
-    db = url.rsplit("/", 1)[1].split("?", 1)[0]
-    admin = url.rsplit("/", 1)[0] + "/postgres"
+    db, admin = _on_server(url)
     with psycopg.connect(admin, autocommit=True) as conn:
         row = conn.execute(
             "SELECT coalesce(extract(epoch FROM max(greatest(backend_start, state_change))), 0)"

@@ -136,17 +136,7 @@ def _open_backend(
     several clusters (D-277), also the parts that are not the backend's own: the directory's
     auth store and meter store, and the blob store that follows the request."""
     if s.database_url and s.cluster_urls:
-        from .storage.postgres.open import open_router
-
-        router, routed_blobs = open_router(
-            s,
-            model_id=emb.model_id,
-            dim=emb.dim,
-            audit_key=audit_key,
-            objects_root=blobs.root,
-            blobs_for=lambda name: blob_store(s, Path(s.data_dir), name),
-            audit_anchor=audit_anchor,
-        )
+        router, routed_blobs = _router(s, emb.model_id, emb.dim, audit_key, blobs, audit_anchor)
         parts = {"auth_store": router.auth, "blobs": routed_blobs, "meter_store": router.directory}
         return router, parts
     if s.database_url:
@@ -173,6 +163,29 @@ def _open_backend(
         locked_at=locked_at,
     )
     return sqlite, _embedded_parts(sqlite)
+
+
+def _router(
+    s: Settings,
+    model_id: str,
+    dim: int,
+    audit_key: bytes,
+    blobs: FileBlobStore,
+    audit_anchor: Path | None = None,
+) -> tuple[Any, FileBlobStore]:
+    """The directory and clusters of ``SCDB_CLUSTER_URLS`` (D-277), each cluster's blobs its
+    own (D-279), and the blob store that follows the request."""
+    from .storage.postgres.open import open_router
+
+    return open_router(
+        s,
+        model_id=model_id,
+        dim=dim,
+        audit_key=audit_key,
+        objects_root=blobs.root,
+        blobs_for=lambda name: blob_store(s, Path(s.data_dir), name),
+        audit_anchor=audit_anchor,
+    )
 
 
 def build_components(settings: Settings, embedder: Embedder | None = None) -> Components:
@@ -302,16 +315,7 @@ def open_worker(settings: Settings, embedder: Embedder | None = None) -> WorkerC
     blobs = blob_store(s, Path(s.data_dir))
     store: WriteStore
     if s.database_url and s.cluster_urls:
-        from .storage.postgres.open import open_router
-
-        router, blobs = open_router(
-            s,
-            model_id=emb.model_id,
-            dim=emb.dim,
-            audit_key=key,
-            objects_root=blobs.root,
-            blobs_for=lambda name: blob_store(s, Path(s.data_dir), name),
-        )
+        router, blobs = _router(s, emb.model_id, emb.dim, key, blobs)
         store, close = router, router.close
     elif s.database_url:
         from .storage.postgres.open import open_backend
