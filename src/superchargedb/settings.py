@@ -281,6 +281,7 @@ NOT_SERVER_SETTINGS = frozenset(
         "SCDB_CRASH_MARK",  # tests: file a crash point writes its name to (faults.py)
         "SCDB_CRASH_POINTS",  # tests: which crash points the recovery test runs
         "SCDB_ISOLATION_EXAMPLES",  # tests: generated worlds of the isolation property tests
+        "SCDB_CLUSTER_ISOLATION_EXAMPLES",  # tests: the same over two clusters
         "SCDB_ISOLATION_REPORT",  # tests: where the isolation property test writes its counts
         "SCDB_SCHEMATHESIS_EXAMPLES",  # tests: examples per operation of the schema fuzzing
         "SCDB_TEST_BACKEND",  # tests: the backend the service tests run on (sqlite, postgres)
