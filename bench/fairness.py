@@ -2,9 +2,10 @@
 
 Starts ``superchargedb serve --demo`` (default settings) over a fresh data dir, with one more
 principal made by the operator CLI beforehand: ``mallory``, read/write, in its own tenant
-``evil``. The victim is ``alice`` (tenant ``acme``), one closed-loop client from another
-loopback address (127.0.0.2) that searches, answers (extractive), ingests a small Unit and lists
-documents, in turn.
+``evil``. The victim is ``alice`` (tenant ``acme``), one client from another loopback address
+(127.0.0.2) that searches, answers (extractive), ingests a small Unit and lists documents, in
+turn, at ``--victim-rps`` requests a second (default 20: well within its key's rate limit, so
+its latency is measured, not its own 429s; a request that runs late starts the next at once).
 
 1. Unloaded: the victim alone for ``--baseline-seconds``.
 2. Flood: mallory holds 64 connections per class (search, answer, ingest, other): half stalled
@@ -106,10 +107,11 @@ def make_attacker(data_dir: Path, env: dict[str, str]) -> str:
 
 
 class Victim:
-    """One closed-loop client cycling through the four classes."""
+    """One client cycling through the four classes at ``rps`` requests a second."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, rps: float) -> None:
         self.url = url
+        self.interval = 1.0 / rps
         self.samples: dict[str, list[tuple[float, int]]] = defaultdict(list)  # class -> (ms, st)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -132,9 +134,16 @@ class Victim:
         transport = httpx.HTTPTransport(local_address=VICTIM_ADDRESS)
         with httpx.Client(base_url=self.url, headers=headers, timeout=60, transport=transport) as c:
             i = 0
+            due = time.perf_counter()
             while not self._stop.is_set():
                 i += 1
                 for cls in CLASSES:
+                    # Paced, not closed-loop: a victim faster than its own rate limit would
+                    # measure its 429s. Late requests do not bunch up (no catching up).
+                    wait = due - time.perf_counter()
+                    if wait > 0 and self._stop.wait(wait):
+                        return
+                    due = max(due, time.perf_counter() - self.interval) + self.interval
                     t0 = time.perf_counter()
                     try:
                         status = self._one(c, cls, i).status_code
@@ -173,8 +182,9 @@ def markdown(rep: dict[str, Any]) -> str:
         "",
         f"Flood: one key, {rep['config']['stalled']} stalled + {rep['config']['back_to_back']} "
         f"back-to-back connections per class for {rep['config']['seconds']:g} s. Victim: one "
-        "closed-loop client of another tenant (search, extractive answer, small ingest, "
-        f"list documents), unloaded for {rep['config']['baseline_seconds']:g} s first.",
+        f"client of another tenant at {rep['config'].get('victim_rps', 'max')} requests/s "
+        "(search, extractive answer, small ingest, list documents in turn), unloaded for "
+        f"{rep['config']['baseline_seconds']:g} s first.",
         "",
         "| class | unloaded p50 / p95 (ms) | flooded p50 / p95 (ms) | ratio p50 / p95 "
         "| victim statuses (flooded) |",
@@ -209,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-seconds", type=float, default=40.0, help="victim alone")
     ap.add_argument("--stalled", type=int, default=32, help="stalled connections per class")
     ap.add_argument("--back-to-back", type=int, default=32, help="busy connections per class")
+    ap.add_argument("--victim-rps", type=float, default=20.0, help="the victim's request rate")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument(
         "--server-env", action="append", default=[], metavar="K=V", help="server setting"
@@ -229,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 json={"units": [{"doc_id": "flood-0", "text": "flood note"}]},
             )
             r.raise_for_status()
-        unloaded = Victim(server.url).run_for(args.baseline_seconds)
+        unloaded = Victim(server.url, args.victim_rps).run_for(args.baseline_seconds)
         with flood.Flood(
             server.port,
             key,
@@ -237,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             stalled=args.stalled,
             back_to_back=args.back_to_back,
         ) as f:
-            flooded = Victim(server.url).run_for(args.seconds)
+            flooded = Victim(server.url, args.victim_rps).run_for(args.seconds)
             flood_counts = f.snapshot()
             flood_errors = dict(f.errors)
         alive = server.proc is not None and server.proc.poll() is None
@@ -269,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             "baseline_seconds": args.baseline_seconds,
             "stalled": args.stalled,
             "back_to_back": args.back_to_back,
+            "victim_rps": args.victim_rps,
             "server_env": dict(kv.partition("=")[::2] for kv in args.server_env),
         },
         "environment": {

@@ -33,7 +33,7 @@ import asyncio
 import itertools
 import math
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -327,3 +327,42 @@ class AddressGate:
         self._busy[address] -= 1
         if self._busy[address] <= 0:
             del self._busy[address]
+
+
+class RefusalHold:
+    """Held refusals (D-283): a client that keeps sending after it was told to wait (429) gets
+    each further 429 only after ``hold_s``.
+
+    A refused request still costs the event loop its parsing, the middleware and a response;
+    a closed-loop flood that is refused at once comes straight back, so ~256 connections of one
+    key made ~1,000 refusals a second and took the loop (and the GIL) from every other tenant.
+    Held, each of its connections carries at most one request per ``hold_s``. The first refusals
+    of a client (a bucket of ``2 * free_per_s`` refilled at ``free_per_s``) are answered at
+    once: a client that backs off as Retry-After says never waits. A hold costs a sleeping
+    task, no slot and no thread. Clients are counted by address, at most ``max_clients`` of them
+    (the least recently refused are forgotten first).
+    """
+
+    def __init__(self, hold_s: float, free_per_s: float, max_clients: int = 10_000) -> None:
+        self.hold_s = hold_s
+        self.rate = free_per_s
+        self.burst = max(1.0, 2 * free_per_s)
+        self.max_clients = max_clients
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self.held = 0
+
+    def delay(self, who: str, now: float | None = None) -> float:
+        """Seconds to hold this refusal of ``who`` before it is sent (0: at once)."""
+        if self.hold_s <= 0:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        tokens, at = self._buckets.pop(who, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - at) * self.rate)
+        held = tokens < 1.0
+        self._buckets[who] = (tokens if held else tokens - 1.0, now)
+        while len(self._buckets) > self.max_clients:
+            self._buckets.popitem(last=False)
+        if held:
+            self.held += 1
+            return self.hold_s
+        return 0.0

@@ -125,6 +125,10 @@ class Settings(BaseSettings):
     rate_ip_rps: float = 200.0
     rate_ip_burst: float = 400.0
     rate_auth_fail_per_min: float = 30.0
+    # A client refused (429) more often than this per second gets its further 429s only after
+    # rate_refusal_hold_s (admission.RefusalHold, D-283); 0 answers every refusal at once.
+    rate_refusal_hold_s: float = Field(default=1.0, ge=0)
+    rate_refusals_free_per_s: float = Field(default=5.0, ge=0)
     cors_origins: str = ""  # comma-separated allowed origins; empty = CORS off
     # Console sessions (console_sessions.py): the cookie <img>/<audio>/<video> send on GETs;
     # ended after this long without a request, and at the latest this long after sign-in.

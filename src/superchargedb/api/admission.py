@@ -3,7 +3,8 @@
 Per request, in this order, and holding no slot until the last step:
 
 1. the per-address gate and the key lookup (``api/gate.py``): a share (tenant, principal) to
-   count the request against; a request without a key counts against its address;
+   count the request against; a request without a key counts against its address; a client
+   that keeps sending after a 429 gets its further 429s held (``RefusalHold``, D-283);
 2. the whole body, under the size limit and a minimum rate (``api/body.py``: 413, 408);
 3. a slot of the request's class, shared fairly between tenants and principals (503).
 
@@ -16,13 +17,14 @@ cut off after ``SCDB_WRITE_TIMEOUT_S`` (``api/transport.py``), which gives the s
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..admission import AddressGate, Admission, Share, Ticket, classify
+from ..admission import AddressGate, Admission, RefusalHold, Share, Ticket, classify
 from ..effort import measured
-from ..errors import PayloadTooLargeError, RequestTimeoutError, SCDBError
+from ..errors import PayloadTooLargeError, RateLimitedError, RequestTimeoutError, SCDBError
 from ..service import Service
 from .body import Body, ClientGone, check_declared, send_error
 from .gate import authenticate_request, client_address, has_credentials, tenant_of
@@ -34,6 +36,9 @@ class AdmissionMiddleware:
         self.svc = svc
         self.admission = Admission.from_settings(svc.settings)
         self.gate = AddressGate(svc.settings.auth_inflight_per_address)
+        self.refusals = RefusalHold(
+            svc.settings.rate_refusal_hold_s, svc.settings.rate_refusals_free_per_s
+        )
         self.reading: Counter[str] = Counter()  # requests whose body is still arriving
         svc.metrics.gauge(
             "scdb_admission",
@@ -88,6 +93,10 @@ class AdmissionMiddleware:
             except ClientGone:
                 return
             except SCDBError as exc:
+                if isinstance(exc, RateLimitedError):
+                    hold = self.refusals.delay(client_address(scope))
+                    if hold:  # it did not wait as told: its next request comes no sooner
+                        await asyncio.sleep(hold)
                 # The body is left unread (too large, too slow): the connection cannot be reused.
                 unread = isinstance(exc, PayloadTooLargeError | RequestTimeoutError)
                 await send_error(send, exc, close=unread)
