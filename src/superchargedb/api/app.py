@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-import time
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import PurePath
 from typing import Any
 
@@ -17,8 +15,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import __version__, positions
-from ..errors import AuthError, InsufficientStorageError, SCDBError, ValidationError
+from .. import __version__
+from ..errors import AuthError, InsufficientStorageError, SCDBError
 from ..preview import Previews, with_boxes
 from ..schemas import AegisQuery, IngestRequest
 from ..service import Service
@@ -27,6 +25,7 @@ from ..types import Principal
 from .admission import AdmissionMiddleware
 from .body import parse_json
 from .gate import authenticate_request
+from .observe import COMMIT_POSITION, READ_AFTER, ObserveMiddleware
 from .openapi import ERROR_RESPONSES, body_schema, install_openapi
 from .routes_admin import register_admin
 from .routes_docs import register_docs
@@ -41,16 +40,6 @@ from .scoping import narrowed, request_scope
 log = logging.getLogger("superchargedb.api")
 access = logging.getLogger("superchargedb.access")
 
-SECURITY_HEADERS = {
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-}
-# Read-your-writes when searches may go to replicas (positions.py): a write's response carries
-# the position its commit reached; a read that sends it back is answered from a node that far.
-COMMIT_POSITION = "X-Commit-Position"
-READ_AFTER = "X-Read-After"
 # A preview is drawn for one authorized caller: no shared cache may keep it, and the browser
 # asks again each time (an ACL change applies at once; the server's render cache makes it cheap).
 PREVIEW_HEADERS = {"Cache-Control": "private, no-cache", "Vary": "Authorization, Cookie"}
@@ -118,50 +107,9 @@ def create_app(svc: Service) -> FastAPI:
                 COMMIT_POSITION,
             ],
         )
-
-    @app.middleware("http")
-    async def observe(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        rid = uuid.uuid4().hex[:16]
-        request.state.request_id = rid
-        t0 = time.perf_counter()
-        after = request.headers.get(READ_AFTER)
-        try:
-            read_after = positions.parse(after) if after is not None else None
-        except ValueError as exc:
-            response = error_response(ValidationError(str(exc), field=READ_AFTER))
-        else:
-            with positions.tracking(read_after) as written:
-                response = await call_next(request)
-            if written:  # read-your-writes across replicas (D-271)
-                response.headers[COMMIT_POSITION] = positions.render(max(written))
-        ms = (time.perf_counter() - t0) * 1000
-        for k, v in SECURITY_HEADERS.items():
-            response.headers.setdefault(k, v)
-        response.headers["X-Request-Id"] = rid
-        route = request.scope.get("route")
-        name = getattr(route, "path", None) or "unmatched"
-        status = str(response.status_code)
-        svc.metrics.inc(
-            "scdb_requests_total", "HTTP requests by route and status", route=name, status=status
-        )
-        svc.metrics.observe("scdb_request_ms", "HTTP request latency (ms)", ms, route=name)
-        who = getattr(request.state, "principal", None)
-        if who is not None and name.startswith("/v1/"):
-            svc.meter.record(who, f"{request.method} {name}")
-        access.info(
-            "request",
-            extra={
-                "request_id": rid,
-                "method": request.method,
-                "route": name,
-                "status": response.status_code,
-                "ms": round(ms, 2),
-                "principal": who,
-            },
-        )
-        return response
+    # Outermost: the request id, the security headers and the access log cover every answer,
+    # refusals included.
+    app.add_middleware(ObserveMiddleware, svc=svc)
 
     @app.exception_handler(SCDBError)
     async def _scdb(_: Request, exc: SCDBError) -> Response:
