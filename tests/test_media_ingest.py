@@ -15,7 +15,16 @@ from PIL import Image
 from reportlab.lib.pagesizes import letter
 from reportlab.pdfgen import canvas
 
-from conftest import ALICE, BOB, CAROL, add_principal, auth, make_service, stored_value
+from conftest import (
+    ALICE,
+    BOB,
+    CAROL,
+    add_principal,
+    auth,
+    embedded,
+    make_service,
+    stored_value,
+)
 from superchargedb.ingest.utterances import t_fragment
 
 
@@ -213,8 +222,8 @@ def test_worker_killed_mid_job_is_finished_exactly_once(tmp_path, embedder):
                 if hits and hits[0]["ranks"]["dense"] is not None:
                     break
                 time.sleep(0.3)
-            # Seen once empty after 30 s in a `-m slow` run beside the crash suite (not
-            # reproduced since): say where the outbox stood.
+            # Once empty for 30 s under load: a search before the tail applied the worker's
+            # commit was cached (fixed; test_a_search_before_a_workers_commit_is_applied_...).
             assert hits, {"doctor": s.doctor(), "job": job}
             assert hits[0]["text"].endswith("ERR_5150.") and hits[0]["ranks"]["lexical"] == 1
             assert s.doctor()["ok"]
@@ -425,3 +434,43 @@ def test_bad_media_fail_alone_in_a_mixed_batch(client):
     assert hit["hits"][0]["source_uri"] == "acme/alpha/backend/good.pdf#page=2", hit
     hit = client.post("/v1/search", headers=ALICE, json={"q": "pager Tuesdays"}).json()
     assert hit["hits"][0]["doc_id"] == "pager", hit
+
+
+def test_a_search_before_a_workers_commit_is_applied_is_not_cached(tmp_path, embedder, monkeypatch):
+    """A worker process commits Units (and their outbox ops); until the server applies them, a
+    search hides them, though the scope's generations already count them. That answer must not
+    be cached under those generations: once applied, the same search finds the Units (it found
+    nothing for 30 s once, under load, because the stale answer was cached)."""
+    from fastapi.testclient import TestClient
+
+    from superchargedb.api.app import create_app
+
+    data = tmp_path / "w"
+    s = make_service(data, embedder, job_workers=0)
+    try:
+        embedded(s)  # PostgreSQL reads the catalog itself: no index to trail it
+        add_principal(s, "w", perms=["read", "write"], scopes=["acme"])
+        key = auth("aegis_sk_test_w")
+        outbox = s.parts.outbox
+        monkeypatch.setattr(outbox, "replay", lambda: 0)  # the server's tail applies nothing
+        with TestClient(create_app(s)) as c:
+            hdr = {**key, "Content-Type": "application/pdf"}
+            c.put("/v1/objects/acme/doc.pdf", headers=hdr, content=make_pdf())
+            unit = {"source_uri": "acme/doc.pdf", "mime": "application/pdf"}
+            job_id = c.post("/v1/ingest", headers=key, json={"units": [unit]}).json()["results"][0][
+                "job_id"
+            ]
+            cmd = [sys.executable, "-m", "superchargedb.cli.main", "worker", "--data", str(data)]
+            done = subprocess.run([*cmd, "--once"], capture_output=True, timeout=120)
+            assert done.returncode == 0, done.stderr.decode()[-2000:]
+            assert wait_job(c, key, job_id)["state"] == "done"
+            assert outbox.head() > outbox.applied()  # committed by the worker, not applied here
+            before = c.post("/v1/search", headers=key, json={"q": "ERR_5150"}).json()
+            assert before["hits"] == []
+            monkeypatch.undo()
+            outbox.replay()
+            after = c.post("/v1/search", headers=key, json={"q": "ERR_5150"}).json()
+            assert after["trace"].get("cache") != "hit", after["trace"]
+            assert after["hits"] and after["hits"][0]["text"].endswith("ERR_5150.")
+    finally:
+        s.close()

@@ -46,8 +46,9 @@ class Leg:
     keys: list[UnitKey]
     detail: str
     checked: bool = True
-    # False: read on a node that may trail the primary (a hot standby): the response is not
-    # cached, so an entry keyed by the newest generations never holds an older view.
+    # False: read on a node or an index that may trail the catalog (a hot standby; the
+    # embedded index before it applied a worker's commit): the response is not cached, so an
+    # entry keyed by the newest generations never holds an older view.
     fresh: bool = True
 
 

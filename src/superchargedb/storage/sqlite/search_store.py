@@ -73,6 +73,10 @@ class _View:
         self.conn: sqlite3.Connection = s.catalog.reader()
         self.seq = s.sync.applied_seq
         self.where, self.params = s.where(rf, self.seq)
+        # Outbox ops committed but not yet applied (a worker process's, or this process's
+        # between commit and apply) are hidden by the filter above while the generations
+        # already count them: such a response must not be cached under those generations.
+        self.fresh = s.sync.outbox_head() <= self.seq
         # The sparse index trails the catalog (an ACL change committed but not yet applied):
         # ids it gives, the dense candidates from its mask included, are re-checked in SQL.
         self.derived = s.lexical.backend == "sparse"
@@ -114,14 +118,16 @@ class _View:
             scored += [(sim, key) for key, sim in hits]
         scored.sort(key=lambda x: (-x[0], x[1]))
         detail = "+".join(rf.planes) + (f" ({','.join(sorted(set(plans)))})" if plans else "")
-        return Leg([k for _, k in scored[:depth]], detail, checked=not self.derived)
+        return Leg(
+            [k for _, k in scored[:depth]], detail, checked=not self.derived, fresh=self.fresh
+        )
 
     def lexical(self, terms: Sequence[str], depth: int, *, defer_check: bool) -> Leg:
         unchecked = defer_check and self.derived
         keys, backend = self.s.lexical.search(
             self.conn, self.rf, terms, self.where, self.params, depth, unchecked=unchecked
         )
-        return Leg(keys, backend, checked=not unchecked)
+        return Leg(keys, backend, checked=not unchecked, fresh=self.fresh)
 
     def recheck(
         self, fused: Sequence[tuple[UnitKey, float]], need: int
