@@ -41,6 +41,7 @@ from .tesseract import (  # re-exported: derive_av and derive_pdf read words thr
     ocr_lines,
     ocr_words,
     read_rotated,
+    second_read,
 )
 
 __all__ = ["MIN_PHOTO_CONF", "MIN_WORD_CONF", "OcrWord", "ocr_lines", "ocr_words", "read_rotated"]
@@ -163,10 +164,15 @@ def derive_scan(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> l
             path, Path(tmp), limits=limits, options=options, ocr_text_px=OCR_TEXT_PX, rules=True
         )
         words = ocr_words(Path(info["ocr_path"]), limits=limits, options=options)
+        # The small print is read again, larger, word by word (D-286).
+        ocr_path = Path(info["ocr_path"])  # the source itself when it needed no preparing
+        words = second_read(words, ocr_path, out_dir=Path(tmp), limits=limits, options=options)
         scale = float(info.get("ocr_scale") or 1.0)
         h = float(info.get("text_px") or 0) * scale
         if h:  # rotated text (a margin's document number) is read again, turned upright
-            words = read_rotated(words, Path(info["ocr_path"]), h, limits=limits, options=options)
+            words = read_rotated(
+                words, ocr_path, h, out_dir=Path(tmp), limits=limits, options=options
+            )
             # Tesseract's boxes are line-high and cut strokes: fitted to the ink (D-256).
             words = fit_to_ink(words, Path(info["ocr_path"]), h, limits=limits, options=options)
     # The layout pass needs the page's line height (layout.py); without one, Tesseract's own.
