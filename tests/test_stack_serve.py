@@ -85,7 +85,10 @@ def _children(pid: int) -> list[int]:
     """The API processes under a ``serve --workers`` parent (not multiprocessing's tracker)."""
     out = []
     for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-        cmd = Path(f"/proc/{c}/cmdline").read_bytes()
+        try:
+            cmd = Path(f"/proc/{c}/cmdline").read_bytes()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it exited (was reaped) between the listing and this read
         if b"resource_tracker" not in cmd:
             out.append(int(c))
     return out
