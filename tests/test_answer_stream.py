@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -121,9 +122,12 @@ def answer_slots(w: dict[str, Any]) -> float:
 def test_a_sentence_arrives_while_the_model_is_still_writing(w: dict[str, Any]) -> None:
     """The fake holds its second sentence until the test has read the first one's event: the
     sentence is on the wire, its citation is not (held until the answer ends), and the request
-    still holds its answer slot; then the rest follows."""
+    still holds its answer slot; then the rest follows. A sentence is known to be complete once
+    the next one has begun, so the fake sends the second's first letter before it holds (without
+    it the first event waited out the fake's 30 s hold, and the test passed only after it)."""
     gate = threading.Event()
-    w["fake"].pieces = [(ONE[:20], 0.0), (ONE[20:], 0.0), (TWO, gate)]
+    w["fake"].pieces = [(ONE[:20], 0.0), (ONE[20:] + TWO[:2], 0.0), (TWO[2:], gate)]
+    t0 = time.monotonic()
     before: list[tuple[str, dict[str, Any]]] = []
     after: list[tuple[str, dict[str, Any]]] = []
     try:
@@ -138,6 +142,7 @@ def test_a_sentence_arrives_while_the_model_is_still_writing(w: dict[str, Any]) 
             events = sse(r.iter_lines())
             before.append(next(events))
             assert not gate.is_set()  # the model has not written its second sentence
+            assert time.monotonic() - t0 < 10, "the first sentence waited for the model's rest"
             assert answer_slots(w) == 1.0
             gate.set()
             after = list(events)
