@@ -38,7 +38,6 @@ from .routes_ui import other_page, register_ui
 from .scoping import narrowed, request_scope
 
 log = logging.getLogger("superchargedb.api")
-access = logging.getLogger("superchargedb.access")
 
 # A preview is drawn for one authorized caller: no shared cache may keep it, and the browser
 # asks again each time (an ACL change applies at once; the server's render cache makes it cheap).

@@ -163,9 +163,9 @@ def derive_scan(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> l
         info = image_info(
             path, Path(tmp), limits=limits, options=options, ocr_text_px=OCR_TEXT_PX, rules=True
         )
-        words = ocr_words(Path(info["ocr_path"]), limits=limits, options=options)
-        # The small print is read again, larger, word by word (D-286).
         ocr_path = Path(info["ocr_path"])  # the source itself when it needed no preparing
+        words = ocr_words(ocr_path, limits=limits, options=options)
+        # The small print is read again, larger, word by word (D-286).
         words = second_read(words, ocr_path, out_dir=Path(tmp), limits=limits, options=options)
         scale = float(info.get("ocr_scale") or 1.0)
         h = float(info.get("text_px") or 0) * scale
@@ -174,7 +174,7 @@ def derive_scan(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> l
                 words, ocr_path, h, out_dir=Path(tmp), limits=limits, options=options
             )
             # Tesseract's boxes are line-high and cut strokes: fitted to the ink (D-256).
-            words = fit_to_ink(words, Path(info["ocr_path"]), h, limits=limits, options=options)
+            words = fit_to_ink(words, ocr_path, h, limits=limits, options=options)
     # The layout pass needs the page's line height (layout.py); without one, Tesseract's own.
     paras = layout.regions(words, info.get("rules") or {}, h) if h else ocr_lines(words)
     units = region_units(paras, page=1, scale=scale, modality="scan", fragment="#page=1", snap=True)

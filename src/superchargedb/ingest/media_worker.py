@@ -428,7 +428,7 @@ def task_upscale(args: dict[str, Any]) -> dict[str, Any]:
         big = im.resize(size, Image.Resampling.LANCZOS)
     out = f"{args['out_dir']}/ocr_big.png"
     big.save(out, compress_level=1)
-    return {"png": out, "width": size[0], "height": size[1]}
+    return {"png": out}
 
 
 def task_ink(args: dict[str, Any]) -> dict[str, Any]:
