@@ -11,7 +11,8 @@ its latency is measured, not its own 429s; a request that runs late starts the n
 2. Flood: mallory holds 64 connections per class (search, answer, ingest, other): half stalled
    (a request head, one body byte, then silence; reconnecting after each 408), half sending
    back-to-back requests (bench/flood.py), for ``--seconds`` (default 120), while the victim
-   keeps going.
+   keeps going. The flood runs in a child process: in the victim's interpreter its event loop
+   would share the victim's GIL, and the victim would time its own client.
 
 Reported per class: the victim's p50/p95 latency unloaded and under the flood, their ratio
 (goal: within 2x), and its statuses (goal: no 503); the flood's own statuses. Writes
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import secrets
@@ -161,6 +163,45 @@ class Victim:
         return dict(self.samples)
 
 
+def _flood_child(port: int, key: str, stalled: int, back_to_back: int, conn: Any) -> None:
+    """Runs the flood in its own interpreter until told to stop; sends back its counts."""
+    with flood.Flood(
+        port, key, flood.standard_targets("evil"), stalled=stalled, back_to_back=back_to_back
+    ) as f:
+        conn.send("started")
+        conn.recv()
+        counts, errors = f.snapshot(), dict(f.errors)
+    conn.send((dict(counts), errors))
+
+
+class FloodProcess:
+    """The flood in a child process: a client sharing the victim's interpreter would put the
+    flood's event loop on the victim's GIL, and the victim would time its own client."""
+
+    def __init__(self, port: int, key: str, stalled: int, back_to_back: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(
+            target=_flood_child, args=(port, key, stalled, back_to_back, child), daemon=True
+        )
+
+    def __enter__(self) -> FloodProcess:
+        self._proc.start()
+        if self._conn.recv() != "started":
+            raise RuntimeError("the flood process did not start")
+        return self
+
+    def stop(self) -> tuple[Counter[tuple[str, str, int]], dict[tuple[str, str], int]]:
+        self._conn.send("stop")
+        counts, errors = self._conn.recv()
+        return Counter(counts), errors
+
+    def __exit__(self, *exc: object) -> None:
+        self._proc.join(timeout=30)
+        if self._proc.is_alive():
+            self._proc.kill()
+
+
 def summary(samples: list[tuple[float, int]]) -> dict[str, Any]:
     ok = [ms for ms, st in samples if st == 200]
     statuses = Counter(str(st) for _, st in samples)
@@ -241,16 +282,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             r.raise_for_status()
         unloaded = Victim(server.url, args.victim_rps).run_for(args.baseline_seconds)
-        with flood.Flood(
-            server.port,
-            key,
-            flood.standard_targets("evil"),
-            stalled=args.stalled,
-            back_to_back=args.back_to_back,
-        ) as f:
+        with FloodProcess(server.port, key, args.stalled, args.back_to_back) as f:
             flooded = Victim(server.url, args.victim_rps).run_for(args.seconds)
-            flood_counts = f.snapshot()
-            flood_errors = dict(f.errors)
+            flood_counts, flood_errors = f.stop()
         alive = server.proc is not None and server.proc.poll() is None
     except BaseException:
         print(f"server log tail:\n{server.log_tail()}", file=sys.stderr)

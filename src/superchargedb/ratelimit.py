@@ -154,6 +154,32 @@ def make_limiter(settings: Settings) -> MemoryLimiter | RedisLimiter:
     return MemoryLimiter()
 
 
+class KeyOwners:
+    """Which principal a key digest last authenticated as, for at most ``max_keys`` keys.
+
+    A key whose principal's bucket is empty is refused before its lookup (D-288): a flood
+    within one key's rate limit made each of its many refusals cost a catalog lookup and a
+    thread hop first. Keyed by the full key's digest, so only the key's holder reaches its
+    principal's bucket, and only to be told to wait; it never authenticates anything.
+    """
+
+    def __init__(self, max_keys: int = 10_000) -> None:
+        self._owners: OrderedDict[str, str] = OrderedDict()
+        self._max = max_keys
+        self._lock = threading.Lock()
+
+    def get(self, digest: str) -> str | None:
+        with self._lock:
+            return self._owners.get(digest)
+
+    def remember(self, digest: str, principal_id: str) -> None:
+        with self._lock:
+            self._owners.pop(digest, None)
+            self._owners[digest] = principal_id
+            while len(self._owners) > self._max:
+                self._owners.popitem(last=False)
+
+
 def limited(wait: float, what: str) -> RateLimitedError:
     retry = max(1, math.ceil(wait)) if math.isfinite(wait) else 60
     return RateLimitedError(

@@ -35,6 +35,7 @@ from .jobs_view import JobsMixin
 from .models.executor import EmbedExecutor
 from .objects_service import ObjectsMixin
 from .preview import PreviewSource
+from .ratelimit import KeyOwners
 from .readfilter import ReadFilter
 from .schemas import AegisQuery
 from .search.cache import cache_key
@@ -61,6 +62,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.audit_anchor = parts.audit_anchor
         self.cache = parts.cache
         self.limiter = parts.limiter
+        self.key_owners = KeyOwners()
         self.reranker = parts.reranker
         self.searcher = parts.searcher
         self.answerer = parts.answerer

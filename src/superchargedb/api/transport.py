@@ -107,6 +107,8 @@ def uvicorn_config(app: Any, settings: Settings, **overrides: Any) -> uvicorn.Co
         "log_level": "warning",
         "timeout_keep_alive": int(settings.keepalive_s),
         "http": protocol,
+        # Not uvloop even where it is installed: it was measured and not adopted (D-287).
+        "loop": "asyncio",
         "proxy_headers": bool(trusted),
         "forwarded_allow_ips": trusted,
     }

@@ -118,11 +118,18 @@ def add_key(
     return kid, key
 
 
+def bearer_key(authorization: str | None) -> str | None:
+    """The key of ``Authorization: Bearer <key>``; None when the header is not of that form."""
+    if not authorization or not authorization.startswith("Bearer "):
+        return None
+    return authorization[len("Bearer ") :].strip()
+
+
 def authenticate(store: PrincipalReader, authorization: str | None) -> Principal:
     """``Authorization: Bearer <key>`` -> Principal, or 401 (same message for every failure)."""
-    if not authorization or not authorization.startswith("Bearer "):
+    key = bearer_key(authorization)
+    if key is None:
         raise AuthError("missing or malformed Authorization: Bearer <api key>")
-    key = authorization[len("Bearer ") :].strip()
     if not key or len(key) > 256:
         raise AuthError("invalid API key")
     digest = hash_key(key)
