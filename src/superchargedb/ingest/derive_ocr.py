@@ -41,6 +41,7 @@ from .tesseract import (  # re-exported: derive_av and derive_pdf read words thr
     ocr_lines,
     ocr_words,
     read_rotated,
+    reread_doubted,
     second_read,
 )
 
@@ -171,6 +172,10 @@ def derive_scan(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> l
         h = float(info.get("text_px") or 0) * scale
         if h:  # rotated text (a margin's document number) is read again, turned upright
             words = read_rotated(
+                words, ocr_path, h, out_dir=Path(tmp), limits=limits, options=options
+            )
+            # Doubted words are read again, cut out and enlarged (D-289).
+            words = reread_doubted(
                 words, ocr_path, h, out_dir=Path(tmp), limits=limits, options=options
             )
             # Tesseract's boxes are line-high and cut strokes: fitted to the ink (D-256).

@@ -405,12 +405,12 @@ def task_stack(args: dict[str, Any]) -> dict[str, Any]:
     from PIL import Image
 
     Image.MAX_IMAGE_PIXELS = int(args["max_pixels"])
-    crops = args["crops"][:64]
+    crops = args["crops"][:128]
     with Image.open(args["path"]) as im:
         sheet, where = page_prep().stack(im, crops, int(args.get("gap", 32)))
     if sheet.width * sheet.height > int(args["max_pixels"]):
         raise ValueError("the pieces to read again are over the pixel limit")
-    out = f"{args['out_dir']}/stack.png"
+    out = f"{args['out_dir']}/{args.get('name', 'stack')}.png"
     sheet.save(out, compress_level=1)
     return {"png": out, "where": where}
 

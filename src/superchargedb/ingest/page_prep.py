@@ -207,7 +207,8 @@ def scaled(found: dict[str, list[list[int]]], scale: float) -> dict[str, list[li
 
 def stack(img: Any, crops: list[dict[str, Any]], gap: int) -> tuple[Any, list[list[int]]]:
     """Pieces of ``img`` stacked one under the other on white, for one Tesseract call: each
-    crop is ``{"box": [x0, y0, x1, y1], "rotate": 0 | 90 | 270}`` (degrees counter-clockwise).
+    crop is ``{"box": [x0, y0, x1, y1], "rotate": 0 | 90 | 270, "scale": k}`` (degrees
+    counter-clockwise; ``scale`` optional, resampled after the turn).
     Returns the sheet and where each piece lies on it ([x0, y0, x1, y1])."""
     from PIL import Image
 
@@ -220,6 +221,10 @@ def stack(img: Any, crops: list[dict[str, Any]], gap: int) -> tuple[Any, list[li
         piece = img.crop((x0, y0, x1, y1))
         if c.get("rotate"):
             piece = piece.rotate(int(c["rotate"]), expand=True)
+        k = float(c.get("scale") or 1.0)
+        if k != 1.0:
+            size = (max(1, round(piece.width * k)), max(1, round(piece.height * k)))
+            piece = piece.resize(size, Image.Resampling.LANCZOS)
         pieces.append(piece)
     width = max(p.width for p in pieces) + 2 * gap
     height = sum(p.height for p in pieces) + gap * (len(pieces) + 1)
