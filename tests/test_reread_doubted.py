@@ -1,4 +1,4 @@
-"""Doubted words read again, cut out and enlarged on one sheet (tesseract.reread_doubted, D-289).
+"""Doubted words read again, cut out and enlarged on one sheet (ingest/reread.py, D-289).
 
 A real Tesseract on a rendered page. Its first read is made doubtful on purpose (a word's text
 garbled and its confidence set low, two words glued into one), so the test knows what the
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from superchargedb.ingest.derive_base import DeriveOptions, MediaLimits
-from superchargedb.ingest.tesseract import OcrWord, ocr_words, reread_doubted
+from superchargedb.ingest.reread import reread_doubted
+from superchargedb.ingest.tesseract import OcrWord, ocr_words
 
 LIMITS, OPTIONS = MediaLimits(), DeriveOptions()
 

@@ -33,6 +33,7 @@ from .derive_base import (
     run_worker,
 )
 from .page_words import Box, PageWord, page_text, union
+from .reread import reread_doubted
 from .tesseract import (  # re-exported: derive_av and derive_pdf read words through here
     MIN_PHOTO_CONF,
     MIN_WORD_CONF,
@@ -41,7 +42,6 @@ from .tesseract import (  # re-exported: derive_av and derive_pdf read words thr
     ocr_lines,
     ocr_words,
     read_rotated,
-    reread_doubted,
     second_read,
 )
 

@@ -405,7 +405,7 @@ def task_stack(args: dict[str, Any]) -> dict[str, Any]:
     from PIL import Image
 
     Image.MAX_IMAGE_PIXELS = int(args["max_pixels"])
-    crops = args["crops"][:128]
+    crops = args["crops"][:64]
     with Image.open(args["path"]) as im:
         sheet, where = page_prep().stack(im, crops, int(args.get("gap", 32)))
     if sheet.width * sheet.height > int(args["max_pixels"]):

@@ -1,5 +1,6 @@
 """Tesseract's words: the engine call and its TSV (``ocr_words``), Tesseract's own paragraphs
-(``ocr_lines``), and a second look at rotated text (``read_rotated``, D-213).
+(``ocr_lines``), a second look at rotated text (``read_rotated``, D-213) on a sheet of pieces
+(``read_sheet``; doubted words use it too, ``reread.py``), the page read larger (``second_read``).
 
 Tesseract runs as an rlimited subprocess (``tesseract img stdout --psm 3 tsv``); its TSV gives
 each word's text, confidence and pixel box, and its block/paragraph/line numbers.
@@ -11,6 +12,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from . import layout
 from .derive_base import DerivationError, DeriveOptions, MediaLimits, run_engine, run_worker
@@ -105,22 +107,9 @@ def read_rotated(
         for b in (words[i].box for i in todo)
         for turn in TURNS
     ]
-    args = {
-        "path": str(ocr_path),
-        "crops": crops,
-        "gap": int(2 * h),
-        "out_dir": str(out_dir),  # never beside ocr_path: that may be the source itself
-        "max_pixels": limits.max_pixels,
-    }
-    sheet = run_worker("stack", args, limits=limits, options=options, what="image decoder")
-    read = ocr_words(Path(sheet["png"]), limits=limits, options=options, psm=6)
-    pieces: list[list[OcrWord]] = [[] for _ in crops]
-    for w in read:
-        cy = (w.box[1] + w.box[3]) / 2
-        for k, (_, y0, _, y1) in enumerate(sheet["where"]):
-            if y0 <= cy < y1:
-                pieces[k].append(w)
-                break
+    pieces, _ = read_sheet(
+        ocr_path, crops, int(2 * h), "turned", out_dir=out_dir, limits=limits, options=options
+    )
     out = list(words)
     for n, i in enumerate(todo):
         tries = [(pieces[n * len(TURNS) + j], turn) for j, turn in enumerate(TURNS)]
@@ -129,6 +118,38 @@ def read_rotated(
         if text and mean_conf(got) >= MIN_TURNED_CONF:
             out[i] = replace(words[i], text=text, conf=mean_conf(got), turned=turn)
     return out
+
+
+def read_sheet(
+    ocr_path: Path,
+    crops: list[dict[str, Any]],
+    gap: int,
+    name: str,
+    *,
+    out_dir: Path,
+    limits: MediaLimits,
+    options: DeriveOptions,
+) -> tuple[list[list[OcrWord]], list[list[int]]]:
+    """Pieces of the OCR image (``page_prep.stack``'s crops) read on one sheet, in one
+    Tesseract call (``--psm 6``: each piece a line): the words of each piece, in sheet pixels,
+    and where each piece lies on the sheet."""
+    args = {
+        "path": str(ocr_path),
+        "crops": crops,
+        "gap": gap,
+        "name": name,
+        "out_dir": str(out_dir),  # never beside ocr_path: that may be the source itself
+        "max_pixels": limits.max_pixels,
+    }
+    sheet = run_worker("stack", args, limits=limits, options=options, what="image decoder")
+    pieces: list[list[OcrWord]] = [[] for _ in crops]
+    for w in ocr_words(Path(sheet["png"]), limits=limits, options=options, psm=6):
+        cy = (w.box[1] + w.box[3]) / 2
+        for k, (_, y0, _, y1) in enumerate(sheet["where"]):
+            if y0 <= cy < y1:
+                pieces[k].append(w)
+                break
+    return pieces, sheet["where"]
 
 
 def fit_to_ink(
@@ -230,85 +251,3 @@ def keep_surer(first: list[OcrWord], second: list[OcrWord]) -> list[OcrWord]:
             x = first[h[0]]
             out[h[0]] = replace(w, group=x.group, line=x.line)
     return out
-
-
-# Words Tesseract doubted are cut out, enlarged and read once more on one sheet (D-289): small
-# faded print misread at the page's scale, and words it glued together (``OFACCOUNT``), read at
-# REREAD_PX high with each other out of the way.
-DOUBT_CONF = 75.0
-REREAD_PX = 40.0  # the height a doubted word is enlarged to (at most 4x)
-MAX_DOUBTED = 64  # per page: one sheet
-MIN_REREAD_CONF = 60.0  # every word of a new reading needs this confidence
-
-
-def reread_doubted(
-    words: list[OcrWord],
-    ocr_path: Path,
-    h: float,
-    *,
-    out_dir: Path,
-    limits: MediaLimits,
-    options: DeriveOptions,
-) -> list[OcrWord]:
-    """Each word under ``DOUBT_CONF`` cut out with a margin, enlarged to ``REREAD_PX`` and read
-    on one sheet; where the new reading is ``SURER_BY`` surer, its words replace the old one (a
-    glued word becomes its pieces, each with its box on the page), in the old word's line."""
-    todo = [
-        i
-        for i, w in enumerate(words)
-        if w.conf < DOUBT_CONF
-        and not w.turned
-        and ALNUM.search(w.text)
-        and not layout.rotated(w, h)
-    ]
-    todo = sorted(todo, key=lambda i: words[i].conf)[:MAX_DOUBTED]
-    if not todo:
-        return words
-    crops, origins = [], []
-    for i in todo:
-        x0, y0, x1, y1 = words[i].box
-        bh = max(1.0, y1 - y0)
-        k = min(4.0, max(1.0, REREAD_PX / bh))
-        box = [x0 - 0.3 * bh, y0 - 0.25 * bh, x1 + 0.3 * bh, y1 + 0.25 * bh]
-        crops.append({"box": box, "scale": k})
-        origins.append((max(0, int(round(box[0]))), max(0, int(round(box[1]))), k))
-    args = {
-        "path": str(ocr_path),
-        "crops": crops,
-        "gap": int(REREAD_PX),
-        "name": "doubted",
-        "out_dir": str(out_dir),  # never beside ocr_path: that may be the source itself
-        "max_pixels": limits.max_pixels,
-    }
-    try:
-        sheet = run_worker("stack", args, limits=limits, options=options, what="image decoder")
-    except DerivationError:
-        return words
-    read = ocr_words(Path(sheet["png"]), limits=limits, options=options, psm=6)
-    pieces: list[list[OcrWord]] = [[] for _ in crops]
-    for w in read:
-        cy = (w.box[1] + w.box[3]) / 2
-        for n, (_, y0, _, y1) in enumerate(sheet["where"]):
-            if y0 <= cy < y1:
-                pieces[n].append(w)
-                break
-    better: dict[int, list[OcrWord]] = {}
-    for n, i in enumerate(todo):
-        old = words[i]
-        wx0, wy0 = sheet["where"][n][0], sheet["where"][n][1]
-        ox, oy, k = origins[n]
-        got = []
-        for g in sorted(pieces[n], key=lambda g: g.box[0]):
-            b = (
-                ox + (g.box[0] - wx0) / k,
-                oy + (g.box[1] - wy0) / k,
-                ox + (g.box[2] - wx0) / k,
-                oy + (g.box[3] - wy0) / k,
-            )
-            cx, cy = (b[0] + b[2]) / 2, (b[1] + b[3]) / 2
-            inside = old.box[0] <= cx <= old.box[2] and old.box[1] <= cy <= old.box[3]
-            if inside and ALNUM.search(g.text):  # not a neighbour's edge caught in the margin
-                got.append(replace(old, text=g.text, conf=g.conf, box=b))
-        if got and min(g.conf for g in got) >= max(old.conf + SURER_BY, MIN_REREAD_CONF):
-            better[i] = got
-    return [x for i, w in enumerate(words) for x in better.get(i, [w])]
