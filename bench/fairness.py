@@ -221,7 +221,8 @@ def markdown(rep: dict[str, Any]) -> str:
         f"{rep['environment']['loadavg_at_end'][0]:.1f}. Server settings: defaults, plus "
         f"{rep['config']['server_env'] or 'nothing'}.",
         "",
-        f"Flood: one key, {rep['config']['stalled']} stalled + {rep['config']['back_to_back']} "
+        f"Flood (a child process): one key, {rep['config']['stalled']} stalled + "
+        f"{rep['config']['back_to_back']} "
         f"back-to-back connections per class for {rep['config']['seconds']:g} s. Victim: one "
         f"client of another tenant at {rep['config'].get('victim_rps', 'max')} requests/s "
         "(search, extractive answer, small ingest, list documents in turn), unloaded for "
