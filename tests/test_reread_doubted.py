@@ -81,3 +81,25 @@ def test_a_doubted_speck_with_nothing_to_read_stays_as_it_was(page, tmp_path) ->
     )
     assert got == [*words, speck]
     assert sorted(p.name for p in path.parent.iterdir()) == ["page.png"]  # nothing beside it
+
+
+def test_a_scan_that_needs_no_preparing_gets_nothing_written_beside_it(tmp_path) -> None:
+    """Tall, upright text needs no resampling, so Tesseract reads the source file itself; the
+    doubted words' sheet (and the turned-text sheet) go to the derivation's own temporary
+    folder, never beside the source (in the object store, that is the blob folder)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    from superchargedb.ingest.derive_base import DeriveOptions, MediaLimits
+    from superchargedb.ingest.derive_ocr import derive_scan
+
+    src = tmp_path / "blobs"
+    src.mkdir()
+    img = Image.new("L", (900, 300), 255)
+    font = ImageFont.load_default(size=40)
+    ImageDraw.Draw(img).text((30, 40), "Replacement filters", fill=0, font=font)
+    ImageDraw.Draw(img).text((30, 150), "are stored in bay four", fill=0, font=font)
+    page = src / "page.png"
+    img.save(page)
+    units = derive_scan(page, limits=MediaLimits(), options=DeriveOptions())
+    assert "filters" in " ".join(u.text for u in units).lower()
+    assert sorted(p.name for p in src.iterdir()) == ["page.png"]

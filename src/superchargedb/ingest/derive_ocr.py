@@ -3,7 +3,8 @@
 A scan is first prepared by the image worker: resampled so that its text lines are about
 ``OCR_TEXT_PX`` tall (small type is Tesseract's main source of errors), dot leaders and ruled
 lines painted out (``page_prep.py``). Rotated text is read again turned
-(``tesseract.read_rotated``), and the layout pass (``layout.py``) makes the regions: table
+(``tesseract.read_rotated``), the words Tesseract doubted again cut out and enlarged
+(``reread.py``), and the layout pass (``layout.py``) makes the regions: table
 cells, key/value lines, paragraphs. A scan becomes one doc_visual Unit per region (bbox in the
 image's pixels, page 1) with its word table. Any other image becomes one visual Unit whose text
 is an optional caption, its OCR text and its metadata (size, format, EXIF capture time, camera),
@@ -42,7 +43,6 @@ from .tesseract import (  # re-exported: derive_av and derive_pdf read words thr
     ocr_lines,
     ocr_words,
     read_rotated,
-    second_read,
 )
 
 __all__ = ["MIN_PHOTO_CONF", "MIN_WORD_CONF", "OcrWord", "ocr_lines", "ocr_words", "read_rotated"]
@@ -166,8 +166,6 @@ def derive_scan(path: Path, *, limits: MediaLimits, options: DeriveOptions) -> l
         )
         ocr_path = Path(info["ocr_path"])  # the source itself when it needed no preparing
         words = ocr_words(ocr_path, limits=limits, options=options)
-        # The small print is read again, larger, word by word (D-286).
-        words = second_read(words, ocr_path, out_dir=Path(tmp), limits=limits, options=options)
         scale = float(info.get("ocr_scale") or 1.0)
         h = float(info.get("text_px") or 0) * scale
         if h:  # rotated text (a margin's document number) is read again, turned upright

@@ -415,22 +415,6 @@ def task_stack(args: dict[str, Any]) -> dict[str, Any]:
     return {"png": out, "where": where}
 
 
-def task_upscale(args: dict[str, Any]) -> dict[str, Any]:
-    """An OCR image (one this worker wrote) resampled ``scale`` times larger, for a second read."""
-    from PIL import Image
-
-    Image.MAX_IMAGE_PIXELS = int(args["max_pixels"])
-    scale = float(args["scale"])
-    with Image.open(args["path"]) as im:
-        size = (round(im.width * scale), round(im.height * scale))
-        if size[0] * size[1] > int(args["max_pixels"]):
-            raise ValueError("the image to read again is over the pixel limit")
-        big = im.resize(size, Image.Resampling.LANCZOS)
-    out = f"{args['out_dir']}/ocr_big.png"
-    big.save(out, compress_level=1)
-    return {"png": out}
-
-
 def task_ink(args: dict[str, Any]) -> dict[str, Any]:
     """Words' boxes on an OCR image (one this worker wrote) fitted to their ink."""
     import numpy as np
@@ -540,7 +524,6 @@ TASKS = {
     "image": task_image,
     "stack": task_stack,
     "ink": task_ink,
-    "upscale": task_upscale,
     "transcribe": task_transcribe,
 }
 

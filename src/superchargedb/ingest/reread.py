@@ -12,12 +12,13 @@ from pathlib import Path
 
 from . import layout
 from .derive_base import DerivationError, DeriveOptions, MediaLimits
-from .tesseract import ALNUM, SURER_BY, OcrWord, read_sheet
+from .tesseract import ALNUM, OcrWord, read_sheet
 
-DOUBT_CONF = 75.0
+DOUBT_CONF = 88.0
 REREAD_PX = 40.0  # the height a doubted word is enlarged to (at most 4x)
 MAX_DOUBTED = 64  # per page: one sheet
 MIN_REREAD_CONF = 60.0  # every word of a new reading needs this confidence
+SURER_BY = 1.0  # ... and to be surer than the old word by this (Tesseract's 0-100)
 
 
 def reread_doubted(
@@ -30,7 +31,8 @@ def reread_doubted(
     options: DeriveOptions,
 ) -> list[OcrWord]:
     """Each word under ``DOUBT_CONF`` cut out with a margin, enlarged to ``REREAD_PX`` and read
-    on one sheet; where the new reading is ``SURER_BY`` surer, its words replace the old one (a
+    on one sheet; where every word of the new reading is ``SURER_BY`` surer (and at least
+    ``MIN_REREAD_CONF``), they replace the old one (a
     glued word becomes its pieces, each with its box on the page), in the old word's line."""
     todo = [
         i

@@ -1,6 +1,6 @@
 """Tesseract's words: the engine call and its TSV (``ocr_words``), Tesseract's own paragraphs
-(``ocr_lines``), a second look at rotated text (``read_rotated``, D-213) on a sheet of pieces
-(``read_sheet``; doubted words use it too, ``reread.py``), the page read larger (``second_read``).
+(``ocr_lines``), and a second look at rotated text (``read_rotated``, D-213) on a sheet of pieces
+(``read_sheet``; doubted words use it too, ``reread.py``).
 
 Tesseract runs as an rlimited subprocess (``tesseract img stdout --psm 3 tsv``); its TSV gives
 each word's text, confidence and pixel box, and its block/paragraph/line numbers.
@@ -9,13 +9,12 @@ each word's text, confidence and pixel box, and its block/paragraph/line numbers
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from . import layout
-from .derive_base import DerivationError, DeriveOptions, MediaLimits, run_engine, run_worker
+from .derive_base import DeriveOptions, MediaLimits, run_engine, run_worker
 
 ALNUM = re.compile(r"[^\W_]")
 MIN_WORD_CONF = 20.0  # scans: punctuation-only specks below this are dropped, words are kept
@@ -178,76 +177,3 @@ def fit_to_ink(
 
 def mean_conf(words: list[OcrWord]) -> float:
     return sum(w.conf for w in words) / len(words) if words else -1.0
-
-
-# A scan's first read targets its body text (derive_ocr.OCR_TEXT_PX); its small print (form
-# labels, ~2/3 of the body's height) is where Tesseract misreads most. A second read of the page
-# this much larger, merged word by word (keep_surer), took FUNSD dev position-aware word F1
-# 0.826 -> 0.830 and rendered-PDF CER 0.0220 -> 0.0214 at ~1.7x the derivation's time (D-286).
-SECOND_READ_SCALE = 1.3
-MIN_ADDED_CONF = 60.0  # a word only the second read found is kept from this confidence
-SURER_BY = 1.0  # a second read replaces a word only when surer of it (Tesseract 0-100)
-_OVERLAP = 0.3  # of the smaller box: the two reads saw the same word
-
-
-def second_read(
-    words: list[OcrWord],
-    ocr_path: Path,
-    *,
-    out_dir: Path,
-    limits: MediaLimits,
-    options: DeriveOptions,
-) -> list[OcrWord]:
-    """``words`` merged with a second read of the OCR image ``SECOND_READ_SCALE`` times larger
-    (boxes mapped back): see :func:`keep_surer`. Over the pixel limit, the first read stands."""
-    args = {
-        "path": str(ocr_path),
-        "scale": SECOND_READ_SCALE,
-        "out_dir": str(out_dir),  # never beside ocr_path: that may be the source itself
-        "max_pixels": limits.max_pixels,
-    }
-    try:
-        big = run_worker("upscale", args, limits=limits, options=options, what="image decoder")
-    except DerivationError:
-        return words
-    k = SECOND_READ_SCALE
-    # Its lines and groups numbered apart from the first read's (the layout pass joins a line
-    # by its number).
-    off = 1 + max((w.line[0] for w in words), default=0)
-    again = [
-        replace(
-            w,
-            box=(w.box[0] / k, w.box[1] / k, w.box[2] / k, w.box[3] / k),
-            group=(w.group[0] + off, w.group[1]),
-            line=(w.line[0] + off, *w.line[1:]),
-        )
-        for w in ocr_words(Path(big["png"]), limits=limits, options=options)
-    ]
-    return keep_surer(words, again)
-
-
-def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    smaller = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
-    return ix * iy / smaller if smaller > 0 else 0.0
-
-
-def keep_surer(first: list[OcrWord], second: list[OcrWord]) -> list[OcrWord]:
-    """Two reads of one page, word by word. Where one word of each read overlap each other and
-    nothing else, and the second read is ``SURER_BY`` surer of it, it replaces the first's text,
-    box and confidence, in the first read's line (a line with some words replaced stays one
-    line, in reading order). Where the reads cut words differently (one word of one read over
-    several of the other), the first read stands. A second-read word that overlaps nothing is
-    added from ``MIN_ADDED_CONF``."""
-    hits = [[i for i, x in enumerate(first) if _overlap(x.box, w.box) > _OVERLAP] for w in second]
-    seen_by = Counter(i for h in hits for i in h)
-    out = list(first)
-    for w, h in zip(second, hits, strict=True):
-        if not h:
-            if w.conf >= MIN_ADDED_CONF:
-                out.append(w)
-        elif len(h) == 1 and seen_by[h[0]] == 1 and w.conf >= first[h[0]].conf + SURER_BY:
-            x = first[h[0]]
-            out[h[0]] = replace(w, group=x.group, line=x.line)
-    return out
