@@ -154,30 +154,36 @@ def make_limiter(settings: Settings) -> MemoryLimiter | RedisLimiter:
     return MemoryLimiter()
 
 
-class KeyOwners:
-    """Which principal a key digest last authenticated as, for at most ``max_keys`` keys.
+class RefusedKeys:
+    """Keys refused by their principal's bucket, until the bucket has a token again (D-288).
 
-    A key whose principal's bucket is empty is refused before its lookup (D-288): a flood
-    within one key's rate limit made each of its many refusals cost a catalog lookup and a
-    thread hop first. Keyed by the full key's digest, so only the key's holder reaches its
-    principal's bucket, and only to be told to wait; it never authenticates anything.
+    A flood within one key's rate limit made each of its many refusals cost a catalog lookup
+    and a thread hop (and, with a shared store, a round trip) before the bucket said no. The
+    first refusal is remembered here, in process, by the full key's digest and for the wait the
+    bucket gave; until then the key is refused from memory. It only ever refuses, and only the
+    key's holder; at most ``max_keys`` keys (the oldest are forgotten first).
     """
 
     def __init__(self, max_keys: int = 10_000) -> None:
-        self._owners: OrderedDict[str, str] = OrderedDict()
+        self._until: OrderedDict[str, float] = OrderedDict()
         self._max = max_keys
         self._lock = threading.Lock()
 
-    def get(self, digest: str) -> str | None:
+    def wait(self, digest: str) -> float:
+        """Seconds this key is still refused for (0: look it up)."""
         with self._lock:
-            return self._owners.get(digest)
+            until = self._until.get(digest)
+        left = until - time.monotonic() if until is not None else 0.0
+        return left if left > 0 else 0.0
 
-    def remember(self, digest: str, principal_id: str) -> None:
+    def refuse(self, digest: str, wait: float) -> None:
+        if not math.isfinite(wait):
+            return  # a zero rate: the bucket refuses each time anyway
         with self._lock:
-            self._owners.pop(digest, None)
-            self._owners[digest] = principal_id
-            while len(self._owners) > self._max:
-                self._owners.popitem(last=False)
+            self._until.pop(digest, None)
+            self._until[digest] = time.monotonic() + wait
+            while len(self._until) > self._max:
+                self._until.popitem(last=False)
 
 
 def limited(wait: float, what: str) -> RateLimitedError:

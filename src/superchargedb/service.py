@@ -35,7 +35,7 @@ from .jobs_view import JobsMixin
 from .models.executor import EmbedExecutor
 from .objects_service import ObjectsMixin
 from .preview import PreviewSource
-from .ratelimit import KeyOwners
+from .ratelimit import RefusedKeys
 from .readfilter import ReadFilter
 from .schemas import AegisQuery
 from .search.cache import cache_key
@@ -62,7 +62,7 @@ class Service(TenancyMixin, DocumentsMixin, ObjectsMixin, JobsMixin):
         self.audit_anchor = parts.audit_anchor
         self.cache = parts.cache
         self.limiter = parts.limiter
-        self.key_owners = KeyOwners()
+        self.refused_keys = RefusedKeys()
         self.reranker = parts.reranker
         self.searcher = parts.searcher
         self.answerer = parts.answerer

@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Scope
 
 from .. import acting, console_sessions
-from ..auth.principals import bearer_key, hash_key
+from ..auth.principals import MAX_KEY_CHARS, bearer_key, hash_key
 from ..errors import AuthError
 from ..ratelimit import limited
 from ..service import Service
@@ -92,11 +92,10 @@ async def authenticate_request(svc: Service, scope: Scope) -> Principal:
             raise limited(wait, "failed authentications")
     token = session_token_of(scope)
     digest = None if token is not None else _key_digest(authorization_of(scope))
-    owner = svc.key_owners.get(digest) if digest is not None else None
-    if owner is not None and s.rate_key_rps > 0:
-        # This key's principal has no token left: refuse before the lookup (D-288). Only a
-        # wait is told, and only to the key's holder; an accepted request is looked up below.
-        wait = await call(lim.peek, f"key:{owner}", s.rate_key_rps, s.rate_key_burst)
+    if digest is not None and s.rate_key_rps > 0:
+        # Refused a moment ago and its bucket is still empty: refused again before the lookup
+        # (D-288). Only a wait is told, and only to the key's holder.
+        wait = svc.refused_keys.wait(digest)
         if wait:
             raise limited(wait, "per key")
     try:
@@ -108,11 +107,11 @@ async def authenticate_request(svc: Service, scope: Scope) -> Principal:
         if fail_rate > 0:
             await call(lim.take, f"authfail:{ip}", fail_rate, s.rate_auth_fail_per_min)
         raise
-    if digest is not None:
-        svc.key_owners.remember(digest, p.id)
     if s.rate_key_rps > 0:
         wait = await call(lim.take, f"key:{p.id}", s.rate_key_rps, s.rate_key_burst)
         if wait:
+            if digest is not None:
+                svc.refused_keys.refuse(digest, wait)
             raise limited(wait, "per key")
     state[STATE_KEY] = p
     acting.act_for(p.scopes)  # row-level security's tenants for the rest of the request
@@ -122,7 +121,7 @@ async def authenticate_request(svc: Service, scope: Scope) -> Principal:
 
 def _key_digest(authorization: str | None) -> str | None:
     key = bearer_key(authorization)
-    return hash_key(key) if key and len(key) <= 256 else None
+    return hash_key(key) if key and len(key) <= MAX_KEY_CHARS else None
 
 
 def tenant_of(p: Principal) -> str:

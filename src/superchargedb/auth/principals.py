@@ -118,6 +118,9 @@ def add_key(
     return kid, key
 
 
+MAX_KEY_CHARS = 256  # longer is no key of ours: refused before it is hashed
+
+
 def bearer_key(authorization: str | None) -> str | None:
     """The key of ``Authorization: Bearer <key>``; None when the header is not of that form."""
     if not authorization or not authorization.startswith("Bearer "):
@@ -130,7 +133,7 @@ def authenticate(store: PrincipalReader, authorization: str | None) -> Principal
     key = bearer_key(authorization)
     if key is None:
         raise AuthError("missing or malformed Authorization: Bearer <api key>")
-    if not key or len(key) > 256:
+    if not key or len(key) > MAX_KEY_CHARS:
         raise AuthError("invalid API key")
     digest = hash_key(key)
     found = store.by_key_hash(digest)
